@@ -1,0 +1,6 @@
+"""``python -m commbench``."""
+
+from commbench.cli import main
+
+if __name__ == "__main__":
+    main()

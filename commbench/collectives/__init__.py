@@ -1,0 +1,39 @@
+"""The registry of collectives: one module per op, each exporting ``COLLECTIVE``.
+
+Adding a collective = adding a module here and its name to ``_MODULES``; the CLI grows a command
+for it. Importing this package does not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from commbench.collectives.base import Collective
+
+_MODULES = (
+    "allreduce",
+    "allgather",
+    "broadcast",
+    "reduce_scatter",
+    "alltoall",
+    "reduce",
+    "gather",
+    "scatter",
+    "barrier",
+    "p2p",
+)
+
+REGISTRY: dict[str, Collective] = {}
+for _module in _MODULES:
+    _collective = importlib.import_module(f"{__name__}.{_module}").COLLECTIVE
+    REGISTRY[_collective.name] = _collective
+
+
+def get(name: str) -> Collective:
+    """Look up a collective by command name (``reduce-scatter``) or row name (``reduce_scatter``)."""
+    return REGISTRY[name.replace("_", "-")]
+
+
+def row_name(name: str) -> str:
+    """The ``op`` column holds the command name with ``_`` for ``-`` (SPEC §2)."""
+    return name.replace("-", "_")

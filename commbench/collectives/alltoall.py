@@ -1,0 +1,40 @@
+"""alltoall: chunk j of rank i's send buffer lands in chunk i of rank j's receive buffer."""
+
+from __future__ import annotations
+
+import functools
+
+from commbench.collectives import data
+from commbench.collectives.base import Buffers, Collective, Layout, OpContext, ring_factor
+
+
+class AllToAll(Collective):
+    name = "alltoall"
+    summary = "Time all_to_all_single; the size is the send buffer."
+    splits = True
+    factor_text = "(n-1)/n"
+
+    def busbw_factor(self, world: int, pattern: str = "") -> float:
+        return ring_factor(world)
+
+    def layout(self, ctx: OpContext, count: int) -> Layout:
+        return Layout(send=count, recv=count)
+
+    def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
+        chunk = bufs.recv.numel() // ctx.world
+        return sum(
+            data.count_wrong(
+                bufs.recv[src * chunk : (src + 1) * chunk],
+                data.plain_values(src),
+                start=ctx.rank * chunk,  # the sender's offset of the chunk meant for this rank
+            )
+            for src in range(ctx.world)
+        )
+
+    def call(self, ctx: OpContext, bufs: Buffers):
+        import torch.distributed as dist
+
+        return functools.partial(dist.all_to_all_single, bufs.recv, bufs.send, group=ctx.group)
+
+
+COLLECTIVE = AllToAll()

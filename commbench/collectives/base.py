@@ -1,0 +1,120 @@
+"""What every collective declares: buffers, exact inputs and result, bus-bandwidth factor, call.
+
+A collective is data, not a branch in the engine (nccl-tests keeps one small file per op the
+same way). Sizes follow the nccl-tests convention: ``count`` is the number of elements of the
+**largest** buffer a rank holds (the gathered output of allgather, the input of
+reduce-scatter, the send buffer of alltoall).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from commbench.collectives import data
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Elements per buffer for one size; ``send == 0`` means the op works in place on ``recv``."""
+
+    send: int
+    recv: int
+
+
+@dataclass
+class Buffers:
+    """Views of the preallocated buffers for one size (``send`` may alias ``recv``)."""
+
+    send: torch.Tensor
+    recv: torch.Tensor
+
+
+@dataclass(frozen=True)
+class OpContext:
+    """Everything a descriptor needs to know about the rank it runs on."""
+
+    rank: int
+    world: int
+    group: Any  # torch.distributed.ProcessGroup
+    dtype: str
+    reduce_op: str
+    torch_op: Any  # torch.distributed.ReduceOp for reduce_op
+    root: int = 0
+    inplace: bool = False
+    pattern: str = ""
+    window: int = 1
+
+
+class Collective:
+    """Base descriptor. Subclasses set the class attributes and override what differs."""
+
+    name: str = ""
+    summary: str = ""
+    reduces: bool = False  # takes --op
+    rooted: bool = False  # takes --root
+    splits: bool = False  # the largest buffer is cut into one chunk per rank
+    sized: bool = True  # barrier is not
+    in_place_only: bool = False  # torch offers only the in-place form (all_reduce, broadcast)
+    has_in_place: bool = False  # torch offers both forms
+    min_world: int = 1
+    factor_text: str = ""  # busbw factor as the docs print it
+
+    def busbw_factor(self, world: int, pattern: str = "") -> float:
+        """busbw = algbw x factor (nccl-tests doc/PERFORMANCE.md)."""
+        raise NotImplementedError
+
+    def count_for(self, size_bytes: int, itemsize: int, world: int) -> int:
+        """Round a requested size down to whole elements (whole chunks where the op splits)."""
+        count = size_bytes // itemsize
+        if self.splits:
+            return max(world, count - count % world)
+        return max(1, count)
+
+    def messages_per_iteration(self, ctx: OpContext, bufs: Buffers) -> int:
+        """How many transfers one call makes; a row reports the time of one transfer."""
+        return 1
+
+    def is_in_place(self, ctx: OpContext) -> bool:
+        return self.in_place_only or (ctx.inplace and self.has_in_place)
+
+    def layout(self, ctx: OpContext, count: int) -> Layout:
+        """Default: one buffer, used in place."""
+        return Layout(send=0, recv=count)
+
+    def views(self, ctx: OpContext, send: torch.Tensor, recv: torch.Tensor, count: int) -> Buffers:
+        """Cut this size's buffers out of the ones allocated for the largest size."""
+        layout = self.layout(ctx, count)
+        recv_view = recv[: layout.recv]
+        send_view = send[: layout.send] if layout.send else recv_view
+        return Buffers(send=send_view, recv=recv_view)
+
+    def input_values(self, ctx: OpContext, rank: int) -> data.Values:
+        if self.reduces:
+            return self._pattern(ctx).values(rank)
+        return data.plain_values(rank)
+
+    def _pattern(self, ctx: OpContext) -> data.ReducePattern:
+        return data.reduce_pattern(ctx.reduce_op, ctx.dtype, ctx.world)
+
+    def prepare(self, ctx: OpContext, bufs: Buffers) -> None:
+        """Fill inputs with this rank's pattern and outputs with 0, which no pattern produces."""
+        bufs.recv.zero_()
+        data.fill(bufs.send, self.input_values(ctx, ctx.rank))
+
+    def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
+        """Elements of this rank's result that differ from the exact expectation."""
+        raise NotImplementedError
+
+    def call(self, ctx: OpContext, bufs: Buffers) -> Callable[[], Any]:
+        """A zero-argument callable doing one iteration; bound once, outside the timed loop."""
+        raise NotImplementedError
+
+
+def ring_factor(world: int) -> float:
+    """(n-1)/n: each rank sends (and receives) all but its own share."""
+    return (world - 1) / world

@@ -1,0 +1,36 @@
+"""broadcast: every rank ends with the root's buffer."""
+
+from __future__ import annotations
+
+import functools
+
+from commbench.collectives import data
+from commbench.collectives.base import Buffers, Collective, OpContext
+
+
+class Broadcast(Collective):
+    name = "broadcast"
+    summary = "Time broadcast from --root to every rank."
+    rooted = True
+    in_place_only = True
+    factor_text = "1"
+
+    def busbw_factor(self, world: int, pattern: str = "") -> float:
+        return 1.0
+
+    def prepare(self, ctx: OpContext, bufs: Buffers) -> None:
+        # Only the root holds the data; the others start from 0, so a no-op cannot pass.
+        bufs.recv.zero_()
+        if ctx.rank == ctx.root:
+            data.fill(bufs.recv, data.plain_values(ctx.root))
+
+    def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
+        return data.count_wrong(bufs.recv, data.plain_values(ctx.root))
+
+    def call(self, ctx: OpContext, bufs: Buffers):
+        import torch.distributed as dist
+
+        return functools.partial(dist.broadcast, bufs.recv, src=ctx.root, group=ctx.group)
+
+
+COLLECTIVE = Broadcast()

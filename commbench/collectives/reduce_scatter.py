@@ -1,0 +1,49 @@
+"""reduce-scatter: rank r ends with chunk r of the reduction of all ranks' inputs."""
+
+from __future__ import annotations
+
+import functools
+
+from commbench.collectives import data
+from commbench.collectives.base import Buffers, Collective, Layout, OpContext, ring_factor
+
+
+class ReduceScatter(Collective):
+    name = "reduce-scatter"
+    summary = "Time reduce_scatter (single-tensor form); the size is the input."
+    reduces = True
+    splits = True
+    has_in_place = True
+    factor_text = "(n-1)/n"
+
+    def busbw_factor(self, world: int, pattern: str = "") -> float:
+        return ring_factor(world)
+
+    def layout(self, ctx: OpContext, count: int) -> Layout:
+        # The input is the largest buffer; the output is one rank's chunk of it.
+        return Layout(send=count, recv=0 if ctx.inplace else count // ctx.world)
+
+    def views(self, ctx, send, recv, count):
+        chunk = count // ctx.world
+        inp = send[:count]
+        if ctx.inplace:
+            return Buffers(send=inp, recv=inp[ctx.rank * chunk : (ctx.rank + 1) * chunk])
+        return Buffers(send=inp, recv=recv[:chunk])
+
+    def prepare(self, ctx: OpContext, bufs: Buffers) -> None:
+        if not ctx.inplace:
+            bufs.recv.zero_()
+        data.fill(bufs.send, self.input_values(ctx, ctx.rank))
+
+    def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
+        start = ctx.rank * bufs.recv.numel()
+        return data.count_wrong(bufs.recv, self._pattern(ctx).result(), start)
+
+    def call(self, ctx: OpContext, bufs: Buffers):
+        import torch.distributed as dist
+
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        return functools.partial(scatter, bufs.recv, bufs.send, op=ctx.torch_op, group=ctx.group)
+
+
+COLLECTIVE = ReduceScatter()

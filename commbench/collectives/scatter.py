@@ -1,0 +1,40 @@
+"""scatter: rank r ends with chunk r of the root's buffer."""
+
+from __future__ import annotations
+
+import functools
+
+from commbench.collectives import data
+from commbench.collectives.base import Buffers, Collective, Layout, OpContext, ring_factor
+
+
+class Scatter(Collective):
+    name = "scatter"
+    summary = "Time scatter from --root; the size is the root's buffer to scatter."
+    rooted = True
+    splits = True
+    factor_text = "(n-1)/n"
+
+    def busbw_factor(self, world: int, pattern: str = "") -> float:
+        return ring_factor(world)
+
+    def layout(self, ctx: OpContext, count: int) -> Layout:
+        return Layout(send=count if ctx.rank == ctx.root else 1, recv=count // ctx.world)
+
+    def prepare(self, ctx: OpContext, bufs: Buffers) -> None:
+        bufs.recv.zero_()
+        if ctx.rank == ctx.root:
+            data.fill(bufs.send, data.plain_values(ctx.root))
+
+    def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
+        chunk = bufs.recv.numel()
+        return data.count_wrong(bufs.recv, data.plain_values(ctx.root), start=ctx.rank * chunk)
+
+    def call(self, ctx: OpContext, bufs: Buffers):
+        import torch.distributed as dist
+
+        slots = list(bufs.send.chunk(ctx.world)) if ctx.rank == ctx.root else None
+        return functools.partial(dist.scatter, bufs.recv, slots, src=ctx.root, group=ctx.group)
+
+
+COLLECTIVE = Scatter()

@@ -1,0 +1,127 @@
+"""The frozen description of one run, and the checks that refuse bad input before anything starts.
+
+Everything here is torch-free: the CLI validates a command line in milliseconds, and the same
+object is pickled to every rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from commbench import collectives
+from commbench.errors import UsageError
+
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
+INTEGER_DTYPES = frozenset({"int8", "uint8", "int32", "int64"})
+ITEMSIZE = {
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float64": 8,
+    "int8": 1,
+    "uint8": 1,
+    "int32": 4,
+    "int64": 8,
+}
+REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
+BACKENDS = ("gloo", "nccl")
+DEVICES = ("auto", "cpu", "cuda")
+
+DEFAULT_SIZES = "8-64M"
+DEFAULT_MIN_TIME = 0.5
+DEFAULT_TIMEOUT = 300.0
+
+
+def unsupported(backend: str, dtype: str, reduce_op: str, reduces: bool) -> str:
+    """Why ``backend`` cannot run this combination, or '' if it can.
+
+    Found by trying every combination on real process groups (tests/integration/
+    test_capabilities.py keeps this table honest): gloo in torch 2.13 rejects avg on integer
+    dtypes ("result type Float can't be cast to the desired output type"); NCCL >= 2.10 does all.
+    """
+    if backend == "gloo" and reduces and reduce_op == "avg" and dtype in INTEGER_DTYPES:
+        return f"gloo cannot average {dtype} (avg works on float dtypes only); use --op sum"
+    return ""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One invocation of a measuring command, as every rank sees it."""
+
+    ops: tuple[str, ...]
+    backends: tuple[str, ...] = ("gloo",)
+    device: str = "auto"
+    sizes: tuple[int, ...] = ()
+    dtype: str = "float32"
+    reduce_op: str = "sum"
+    warmup: int | None = None
+    iters: int | None = None
+    min_time: float = DEFAULT_MIN_TIME
+    check: bool = True
+    inplace: bool = False
+    timeout: float = DEFAULT_TIMEOUT
+    root: int = 0
+    pattern: str = "pingpong"
+    blocking: bool = False
+    cuda_graph: bool = False
+    run_dir: str = ""
+    json_rows: bool = False
+    progress: bool = False
+    local: bool = True  # commbench started the ranks itself: everything on loopback
+    command_line: tuple[str, ...] = field(default_factory=tuple)
+
+    def device_for(self, backend: str) -> str:
+        """Buffers live on the GPU for NCCL and on the CPU for gloo unless --device says so."""
+        if self.device != "auto":
+            return self.device
+        return "cuda" if backend == "nccl" else "cpu"
+
+
+def parse_list(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """Split a comma-separated option value and refuse anything not in ``allowed``."""
+    items = tuple(dict.fromkeys(item.strip().lower() for item in text.split(",") if item.strip()))
+    if not items:
+        raise UsageError(f"no {what} given")
+    for item in items:
+        if item not in allowed:
+            raise UsageError(f"unknown {what} {item!r} (choose from {', '.join(allowed)})")
+    return items
+
+
+def parse_ops(text: str) -> tuple[str, ...]:
+    names = tuple(collectives.REGISTRY)
+    if text.strip().lower() == "all":
+        return names
+    return parse_list(text.replace("_", "-"), names, "op")
+
+
+def validate(config: RunConfig, world: int) -> None:
+    """Refuse what cannot run, before any process starts (SPEC §7: exit 2, one line)."""
+    if config.dtype not in DTYPES:
+        raise UsageError(f"unknown dtype {config.dtype!r} (choose from {', '.join(DTYPES)})")
+    if config.reduce_op not in REDUCE_OPS:
+        raise UsageError(f"unknown op {config.reduce_op!r} (choose from {', '.join(REDUCE_OPS)})")
+    if config.device not in DEVICES:
+        raise UsageError(f"unknown device {config.device!r} (choose from {', '.join(DEVICES)})")
+    if config.iters is not None and config.iters < 1:
+        raise UsageError(f"bad --iters {config.iters}: it must be at least 1")
+    if config.warmup is not None and config.warmup < 0:
+        raise UsageError(f"bad --warmup {config.warmup}: it must not be negative")
+    if not config.min_time > 0:
+        raise UsageError(f"bad --min-time {config.min_time}: it must be positive")
+    if not config.timeout > 0:
+        raise UsageError(f"bad --timeout {config.timeout}: it must be positive")
+    if world < 1:
+        raise UsageError(f"bad --nproc {world}: at least 1 rank is needed")
+    if not 0 <= config.root < world:
+        raise UsageError(f"bad --root {config.root}: the run has ranks 0..{world - 1}")
+    for name in config.ops:
+        op = collectives.get(name)
+        if world < op.min_world:
+            raise UsageError(f"{name} needs at least {op.min_world} ranks, the run has {world}")
+        for backend in config.backends:
+            reason = unsupported(backend, config.dtype, config.reduce_op, op.reduces)
+            if reason:
+                raise UsageError(reason)
+            if config.cuda_graph and config.device_for(backend) != "cuda":
+                raise UsageError(f"--cuda-graph needs CUDA buffers; {backend} here uses the CPU")

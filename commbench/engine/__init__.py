@@ -1,0 +1,1 @@
+"""The measuring engine: timers, the adaptive loop, rank coordination, and the per-rank worker."""

@@ -1,0 +1,146 @@
+"""What ranks tell each other outside the measured traffic.
+
+``Control`` carries block times and decisions over a gloo group with CPU tensors, whatever
+backend is being measured. ``Watch`` keeps per-rank heartbeats, positions and errors in the
+rendezvous store, so that when a rank hangs or dies the survivors (or the local launcher, which
+hosts the store) can say which rank, in which op, at which size.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+WATCH_PREFIX = "commbench/watch"
+
+
+class Control:
+    """Small collectives on CPU tensors over a gloo group."""
+
+    def __init__(self, group, world: int) -> None:
+        self._group = group
+        self._world = world
+        self._gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+    def barrier(self) -> None:
+        dist.barrier(group=self._group)
+
+    def gather(self, values: list[float]) -> np.ndarray:
+        """All-gather a few floats from every rank: world x len(values)."""
+        mine = torch.tensor(values, dtype=torch.float64)
+        out = torch.empty(self._world * len(values), dtype=torch.float64)
+        self._gather(out, mine, group=self._group)
+        return out.view(self._world, len(values)).numpy()
+
+    def total(self, value: int) -> int:
+        tensor = torch.tensor([value], dtype=torch.int64)
+        dist.all_reduce(tensor, group=self._group)
+        return int(tensor.item())
+
+    def objects(self, value: object) -> list:
+        out: list = [None] * self._world
+        dist.all_gather_object(out, value, group=self._group)
+        return out
+
+
+def heartbeat_interval(timeout: float) -> float:
+    """Often enough to tell a stopped rank within the timeout's grace, rarely enough to be free."""
+    return max(0.2, min(2.0, timeout / 10))
+
+
+def connect(host: str, port: int, timeout: float, is_master: bool = False, world: int | None = None):
+    """A store connection. A master for a loopback address listens on loopback only (a
+    TCPStore binds every interface unless handed a socket); for another address it must be
+    reachable from the other nodes."""
+    listen_fd = None
+    if is_master and host.startswith("127."):
+        import socket
+
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(128)
+        listen_fd = listener.detach()
+    return dist.TCPStore(
+        host,
+        port,
+        world,
+        is_master,
+        timedelta(seconds=timeout),
+        wait_for_workers=False,
+        master_listen_fd=listen_fd,
+    )
+
+
+class Watch:
+    """Heartbeats, positions and error reports of one rank, kept in the shared store."""
+
+    def __init__(self, store, rank: int, world: int, interval: float) -> None:
+        self._store = dist.PrefixStore(WATCH_PREFIX, store)
+        self.rank = rank
+        self.world = world
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start_heartbeat(self, beat_store) -> None:
+        """Beat from a thread with its own store connection (a client is not thread-safe)."""
+        beats = dist.PrefixStore(WATCH_PREFIX, beat_store)
+        key = f"hb/{self.rank}"
+
+        def beat() -> None:
+            while not self._stop.wait(self.interval):
+                try:
+                    beats.add(key, 1)
+                except Exception:  # the store is gone: the run is ending anyway
+                    return
+
+        beats.add(key, 1)
+        self._thread = threading.Thread(target=beat, name="commbench-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def at(self, where: str) -> None:
+        self._store.set(f"where/{self.rank}", where)
+
+    def report(self, kind: str, message: str) -> None:
+        record = {"rank": self.rank, "kind": kind, "message": message, "time": time.time()}
+        try:
+            self._store.set(f"error/{self.rank}", json.dumps(record))
+        except Exception:
+            pass
+
+    def silent_ranks(self) -> tuple[list[int], list[int]]:
+        """Ranks whose heartbeat stands still over two intervals, and ranks that never beat."""
+        return silent_ranks(self._store, self.world, self.interval)
+
+
+def silent_ranks(store, world: int, interval: float) -> tuple[list[int], list[int]]:
+    """(stopped, never arrived): ``store`` is the watch-prefixed store."""
+    before = [store.add(f"hb/{rank}", 0) for rank in range(world)]
+    time.sleep(2.5 * interval)
+    after = [store.add(f"hb/{rank}", 0) for rank in range(world)]
+    missing = [rank for rank in range(world) if after[rank] == 0]
+    stopped = [r for r in range(world) if after[r] and after[r] == before[r]]
+    return stopped, missing
+
+
+def read_reports(store, world: int) -> tuple[dict[int, dict], dict[int, str]]:
+    """Error records and last positions of every rank (``store`` is the raw store)."""
+    watch = dist.PrefixStore(WATCH_PREFIX, store)
+    errors: dict[int, dict] = {}
+    positions: dict[int, str] = {}
+    for rank in range(world):
+        if watch.check([f"error/{rank}"]):
+            errors[rank] = json.loads(watch.get(f"error/{rank}"))
+        if watch.check([f"where/{rank}"]):
+            positions[rank] = watch.get(f"where/{rank}").decode()
+    return errors, positions

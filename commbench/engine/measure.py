@@ -1,0 +1,116 @@
+"""The measuring loop for one size: warm-up, calibration, then timed blocks until precise enough.
+
+Every decision here (how many warm-up iterations, iterations per block, when to stop) must be
+the same on all ranks or they deadlock, so each is taken from data all ranks share: block times
+are all-gathered after every round, and every rank applies the same rule to the same numbers.
+
+A sample is one timed block divided by its iteration count; the time that counts is the
+slowest rank's (a collective is done when the last rank is done, SPEC §4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from commbench.engine.timers import Call
+from commbench.stats import ci_halfwidth_pct, median_ci
+
+MIN_SAMPLES = 10  # below this the median's interval is too coarse to stop on precision
+ROUND = 5  # blocks between two all-gathers of block times
+TARGET_SAMPLES = 20  # a block lasts about min_time / TARGET_SAMPLES
+MAX_SAMPLES = 1000
+DEFAULT_MAX_WARMUP = 5
+PRECISION_PCT = 1.0  # stop early once the median is known this well...
+EARLY_FRACTION = 0.2  # ... after at least this share of the budget
+ACCEPT_PCT = 5.0  # at the budget, stop if the median is known this well
+OVERTIME = 3.0  # otherwise keep sampling up to this many budgets, then stop (flagged later)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long to measure one size: ``iters`` fixes the count, else ``min_time`` adapts it."""
+
+    min_time: float
+    iters: int | None = None
+    warmup: int | None = None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Seconds per call, one row per rank, one column per sample."""
+
+    per_rank: np.ndarray
+    iters: int
+
+    @property
+    def samples(self) -> np.ndarray:
+        """The slowest rank's time for each sample."""
+        return self.per_rank.max(axis=0)
+
+
+def measure(call: Call, timer, control, budget: Budget) -> Measurement:
+    """Time ``call`` on every rank of ``control`` (a Control); see the module docstring."""
+    call()  # untimed: lazy connection set-up and first-touch page faults
+    control.barrier()
+    first = float(control.gather([timer.block(call, 1)]).max())
+
+    warmup = budget.warmup
+    if warmup is None:
+        warmup = int(min(DEFAULT_MAX_WARMUP, max(1, 0.05 * budget.min_time / max(first, 1e-9))))
+    estimate = first
+    if warmup:
+        control.barrier()
+        estimate = float(control.gather([timer.block(call, warmup) / warmup]).max())
+
+    if budget.iters is not None:
+        return _fixed(call, timer, control, budget.iters)
+    return _adaptive(call, timer, control, budget.min_time, estimate)
+
+
+def _fixed(call: Call, timer, control, iters: int) -> Measurement:
+    blocks = min(iters, TARGET_SAMPLES)
+    base, extra = divmod(iters, blocks)
+    counts = [base + 1] * extra + [base] * (blocks - extra)
+    chunks = []
+    for start in range(0, blocks, ROUND):
+        part = counts[start : start + ROUND]
+        times = []
+        for count in part:
+            control.barrier()
+            times.append(timer.block(call, count) / count)
+        chunks.append(control.gather(times))
+    return Measurement(per_rank=np.concatenate(chunks, axis=1), iters=iters)
+
+
+def _adaptive(call: Call, timer, control, min_time: float, estimate: float) -> Measurement:
+    per_block = max(1, round(min_time / TARGET_SAMPLES / max(estimate, 1e-9)))
+    chunks: list[np.ndarray] = []
+    timed = 0.0
+    while True:
+        times = []
+        for _ in range(ROUND):
+            control.barrier()
+            times.append(timer.block(call, per_block) / per_block)
+        gathered = control.gather(times)
+        chunks.append(gathered)
+        timed += float(gathered.max(axis=0).sum()) * per_block
+        per_rank = np.concatenate(chunks, axis=1)
+        if _enough(per_rank.max(axis=0), timed, min_time):
+            return Measurement(per_rank=per_rank, iters=per_rank.shape[1] * per_block)
+
+
+def _enough(samples: np.ndarray, timed: float, min_time: float) -> bool:
+    """The stopping rule: precise enough for the time spent, or out of time."""
+    count = samples.size
+    if count >= MAX_SAMPLES or timed >= OVERTIME * min_time:
+        return True
+    if count < MIN_SAMPLES:
+        return False
+    ordered = np.sort(samples)
+    low, high = median_ci(ordered)
+    width = ci_halfwidth_pct(float(np.median(ordered)), low, high)
+    if width <= PRECISION_PCT and timed >= EARLY_FRACTION * min_time:
+        return True
+    return timed >= min_time and width <= ACCEPT_PCT

@@ -1,0 +1,163 @@
+"""Where ranks come from: an external launcher (torchrun, Kubeflow, SLURM srun, mpirun), or
+commbench itself starting local ranks through torch's elastic agent.
+
+Local runs never listen beyond loopback: the rendezvous store is handed a socket bound to
+127.0.0.1 (a TCPStore otherwise listens on every interface), and gloo / NCCL bootstrap are
+pinned to ``lo``. Binding to port 0 lets the kernel pick a free port, so there is no race to
+retry. Multi-node runs bind gloo to the interface that routes to MASTER_ADDR.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from commbench.errors import UsageError
+
+DEFAULT_PORT = 29500
+
+
+@dataclass(frozen=True)
+class RankEnv:
+    """Where this process sits in the job."""
+
+    launcher: str  # local | torchrun | env | slurm | openmpi | mpich
+    rank: int
+    world: int
+    local_rank: int
+    local_world: int
+    master_addr: str
+    master_port: int
+    agent_store: bool  # a launcher agent hosts the store; every rank is a client
+
+
+def _int(environ: Mapping[str, str], *names: str, default: int | None = None) -> int | None:
+    for name in names:
+        if environ.get(name, "").strip():
+            try:
+                return int(environ[name])
+            except ValueError:
+                raise UsageError(f"bad {name}={environ[name]!r}: not an integer") from None
+    return default
+
+
+def first_host(nodelist: str) -> str:
+    """First host of a SLURM node list: 'gpu[003-010,012],cpu1' -> 'gpu003'."""
+    match = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
+    if not match:
+        raise UsageError(f"cannot read the SLURM node list {nodelist!r}")
+    prefix, ranges = match.groups()
+    if not ranges:
+        return prefix
+    first = ranges.split(",")[0].split("-")[0]
+    return prefix + first
+
+
+def detect(environ: Mapping[str, str] | None = None) -> RankEnv | None:
+    """The external launcher that started this process, or None (commbench launches locally).
+
+    A launcher that reports a single task (``srun -n1``, ``mpirun -np 1``) counts as none, so
+    ``--nproc`` works inside an allocation.
+    """
+    env = os.environ if environ is None else environ
+    port = _int(env, "MASTER_PORT", default=DEFAULT_PORT)
+    if "RANK" in env and "WORLD_SIZE" in env:
+        world = _int(env, "WORLD_SIZE")
+        if "MASTER_ADDR" not in env:
+            raise UsageError("RANK and WORLD_SIZE are set but MASTER_ADDR is not")
+        return RankEnv(
+            launcher="torchrun" if "TORCHELASTIC_RUN_ID" in env else "env",
+            rank=_int(env, "RANK"),
+            world=world,
+            local_rank=_int(env, "LOCAL_RANK", default=0),
+            local_world=_int(env, "LOCAL_WORLD_SIZE", default=1),
+            master_addr=env["MASTER_ADDR"],
+            master_port=port,
+            agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
+        )
+    if "SLURM_PROCID" in env and _int(env, "SLURM_NTASKS", "SLURM_NPROCS", default=1) > 1:
+        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
+        master = env.get("MASTER_ADDR") or (first_host(nodelist) if nodelist else "127.0.0.1")
+        return RankEnv(
+            launcher="slurm",
+            rank=_int(env, "SLURM_PROCID"),
+            world=_int(env, "SLURM_NTASKS", "SLURM_NPROCS"),
+            local_rank=_int(env, "SLURM_LOCALID", default=0),
+            local_world=_int(env, "SLURM_NTASKS_PER_NODE", default=1),
+            master_addr=master,
+            master_port=port,
+            agent_store=False,
+        )
+    for family, prefix_rank, prefix_size, local, local_size in (
+        ("openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+         "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+        ("mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    ):
+        if prefix_rank in env and _int(env, prefix_size, default=1) > 1:
+            world = _int(env, prefix_size)
+            local_world = _int(env, local_size, default=1)
+            master = env.get("MASTER_ADDR")
+            if master is None:
+                if local_world != world:
+                    raise UsageError(
+                        f"{family} job spans several nodes: set MASTER_ADDR to rank 0's host"
+                    )
+                master = "127.0.0.1"
+            return RankEnv(
+                launcher=family,
+                rank=_int(env, prefix_rank),
+                world=world,
+                local_rank=_int(env, local, default=0),
+                local_world=local_world,
+                master_addr=master,
+                master_port=port,
+                agent_store=False,
+            )
+    return None
+
+
+def agent_rank_env() -> RankEnv:
+    """Inside a rank started by commbench's own agent (it sets the torchelastic variables)."""
+    found = detect()
+    if found is None:
+        raise RuntimeError("worker started without RANK / WORLD_SIZE")
+    return RankEnv(**{**found.__dict__, "launcher": "local"})
+
+
+def is_loopback(address: str) -> bool:
+    try:
+        return socket.gethostbyname(address).startswith("127.")
+    except OSError:
+        return False
+
+
+def interface_towards(address: str, port: int) -> str | None:
+    """The network interface whose address routes to ``address`` (no packet is sent)."""
+    import psutil
+
+    try:
+        target = socket.gethostbyname(address)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((target, port))
+            local_ip = probe.getsockname()[0]
+    except OSError:
+        return None
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == local_ip for a in addresses):
+            return name
+    return None
+
+
+def pin_interfaces(env: RankEnv) -> None:
+    """Bind gloo (and NCCL's bootstrap) where the job's traffic belongs, unless the user chose."""
+    if env.launcher == "local" or is_loopback(env.master_addr):
+        interface = "lo"
+    else:
+        interface = interface_towards(env.master_addr, env.master_port)
+    if interface:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", interface)
+        if interface == "lo":
+            os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")

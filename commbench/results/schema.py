@@ -1,0 +1,78 @@
+"""One results row per (op, backend, size): the columns of SPEC §5, then extras."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+# SPEC §5, in order; extras follow.
+COLUMNS = (
+    "op",
+    "backend",
+    "device",
+    "world_size",
+    "nnodes",
+    "dtype",
+    "reduce_op",
+    "inplace",
+    "size_bytes",
+    "count",
+    "iters",
+    "samples",
+    "lat_us_p50",
+    "lat_us_min",
+    "lat_us_mean",
+    "lat_us_p90",
+    "lat_us_p99",
+    "lat_us_max",
+    "lat_us_std",
+    "lat_us_ci_lo",
+    "lat_us_ci_hi",
+    "algbw_gbps",
+    "busbw_gbps",
+    "wrong",
+    "slowest_rank",
+    "skew_pct",
+)
+EXTRA_COLUMNS = ("pattern", "root", "lat_us_p10", "unstable")
+# Kept in results.jsonl only: the raw samples, for significance tests and re-analysis.
+RAW_COLUMNS = ("samples_us",)
+# What identifies "the same measurement" across runs (compare joins on these).
+KEY_COLUMNS = ("op", "pattern", "backend", "dtype", "world_size", "size_bytes")
+
+
+@dataclass
+class Row:
+    op: str
+    backend: str
+    device: str
+    world_size: int
+    nnodes: int
+    dtype: str
+    reduce_op: str
+    inplace: bool
+    size_bytes: int
+    count: int
+    iters: int
+    samples: int
+    lat_us_p50: float
+    lat_us_min: float
+    lat_us_mean: float
+    lat_us_p90: float
+    lat_us_p99: float
+    lat_us_max: float
+    lat_us_std: float
+    lat_us_ci_lo: float
+    lat_us_ci_hi: float
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: int
+    slowest_rank: int
+    skew_pct: float
+    pattern: str = ""
+    root: int | None = None
+    lat_us_p10: float = 0.0
+    unstable: str = ""
+    samples_us: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
