@@ -13,7 +13,7 @@ import typer
 
 from commbench import collectives
 from commbench.config import DEFAULT_MIN_TIME, DEFAULT_SIZES, DEFAULT_TIMEOUT
-from commbench.errors import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CommbenchError, UsageError
+from commbench.errors import EXIT_OK, EXIT_USAGE, CommbenchError
 
 METRICS_HELP = (
     "Time = median over samples of the slowest rank's time per call. "

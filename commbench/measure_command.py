@@ -14,8 +14,6 @@ from commbench.config import BACKENDS, ITEMSIZE, RunConfig, parse_list, validate
 from commbench.errors import (
     EXIT_FINDING,
     EXIT_OK,
-    EXIT_USAGE,
-    CommbenchError,
     Interrupted,
     RunFailed,
     UsageError,

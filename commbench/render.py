@@ -32,7 +32,7 @@ def table_groups(frame) -> list[tuple[str, list[str], list[list[str]]]]:
         base = {}
         if several:
             first = part[part["backend"] == backends[0]]
-            base = dict(zip(first["size_bytes"], first["lat_us_p50"]))
+            base = dict(zip(first["size_bytes"], first["lat_us_p50"], strict=False))
         part = part.sort_values(["size_bytes"], kind="stable")
         rows = []
         for record in part.to_dict("records"):

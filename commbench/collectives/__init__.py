@@ -30,7 +30,7 @@ for _module in _MODULES:
 
 
 def get(name: str) -> Collective:
-    """Look up a collective by command name (``reduce-scatter``) or row name (``reduce_scatter``)."""
+    """Look up by command name (``reduce-scatter``) or row name (``reduce_scatter``)."""
     return REGISTRY[name.replace("_", "-")]
 
 

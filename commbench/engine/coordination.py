@@ -8,6 +8,7 @@ hosts the store) can say which rank, in which op, at which size.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -54,7 +55,9 @@ def heartbeat_interval(timeout: float) -> float:
     return max(0.2, min(2.0, timeout / 10))
 
 
-def connect(host: str, port: int, timeout: float, is_master: bool = False, world: int | None = None):
+def connect(
+    host: str, port: int, timeout: float, is_master: bool = False, world: int | None = None
+):
     """A store connection. A master for a loopback address listens on loopback only (a
     TCPStore binds every interface unless handed a socket); for another address it must be
     reachable from the other nodes."""
@@ -113,10 +116,8 @@ class Watch:
 
     def report(self, kind: str, message: str) -> None:
         record = {"rank": self.rank, "kind": kind, "message": message, "time": time.time()}
-        try:
+        with contextlib.suppress(Exception):
             self._store.set(f"error/{self.rank}", json.dumps(record))
-        except Exception:
-            pass
 
     def silent_ranks(self) -> tuple[list[int], list[int]]:
         """Ranks whose heartbeat stands still over two intervals, and ranks that never beat."""

@@ -6,6 +6,7 @@ CLI in every process. Rank 0 alone writes results.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -354,10 +355,8 @@ class Worker:
         if self.run_dir is not None:
             self.run_dir.close()
         if dist.is_initialized():
-            try:
+            with contextlib.suppress(Exception):
                 dist.destroy_process_group()
-            except Exception:
-                pass
 
 
 def _first_line(error: BaseException) -> str:

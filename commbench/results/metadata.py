@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import socket
@@ -60,10 +61,8 @@ def versions() -> dict:
         "nccl": None,
     }
     if torch.cuda.is_available():
-        try:
+        with contextlib.suppress(Exception):
             info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-        except Exception:
-            pass
         info["cuda_driver"] = _driver_version()
         info["gpu_topology"] = _nvidia_smi(["topo", "-m"])
     return info
