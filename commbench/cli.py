@@ -52,7 +52,8 @@ def _measuring_options(
     op: str = typer.Option("sum", "--op", help="Reduction: sum, prod, min, max or avg."),
     root: int = typer.Option(0, "--root", help="Root rank of rooted collectives."),
     pattern: str = typer.Option(
-        "pingpong", "--pattern", help="p2p pattern: pingpong, unidir, bidir or ring."
+        "pingpong", "--pattern",
+        help="p2p pattern(s): pingpong, unidir, bidir, ring, a list, or all.",
     ),
     ops: str = typer.Option("allreduce", "--ops", help="Ops to run (comma list, or all)."),
     warmup: Optional[int] = typer.Option(  # noqa: UP045

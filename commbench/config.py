@@ -61,7 +61,7 @@ class RunConfig:
     inplace: bool = False
     timeout: float = DEFAULT_TIMEOUT
     root: int = 0
-    pattern: str = "pingpong"
+    patterns: tuple[str, ...] = ("pingpong",)  # p2p is measured once per pattern
     blocking: bool = False
     cuda_graph: bool = False
     run_dir: str = ""

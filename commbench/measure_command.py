@@ -52,7 +52,7 @@ def measure(ops: tuple[str, ...], options: dict) -> int:
         inplace=options.get("inplace", False),
         timeout=options["timeout"],
         root=options.get("root", 0),
-        pattern=_pattern(options.get("pattern", "pingpong")),
+        patterns=_patterns(options.get("pattern", "pingpong")),
         blocking=options["blocking"],
         cuda_graph=options["cuda_graph"],
         json_rows=options["json_rows"],
@@ -67,10 +67,12 @@ def measure(ops: tuple[str, ...], options: dict) -> int:
     return _launch(config, env, world, options)
 
 
-def _pattern(text: str) -> str:
+def _patterns(text: str) -> tuple[str, ...]:
     from commbench.collectives.p2p import PATTERNS
 
-    return parse_list(text, PATTERNS, "pattern")[0]
+    if text.strip().lower() == "all":
+        return PATTERNS
+    return parse_list(text, PATTERNS, "pattern")
 
 
 def _backends(text: str) -> tuple[str, ...]:
@@ -128,7 +130,7 @@ def _check_host_memory(config: RunConfig, world: int) -> None:
         count = op.count_for(max(config.sizes), itemsize, world)
         for rank in range(world):
             ctx = OpContext(rank, world, None, config.dtype, config.reduce_op, None,
-                            root=config.root, inplace=config.inplace, pattern=config.pattern)
+                            root=config.root, inplace=config.inplace)
             layout = op.layout(ctx, count)
             largest = max(largest, (layout.send + layout.recv) * itemsize)
     need = largest * world
@@ -186,7 +188,8 @@ def _render(rows: list[dict], path, config: RunConfig) -> int:
     if rows and not config.json_rows:
         from rich.console import Console
 
-        console = Console()
+        # A log or a pipe gets a table wide enough not to truncate the columns.
+        console = Console(width=None if sys.stdout.isatty() else 132)
         frame = load_frame(rows)
         for table in render.console_tables(frame):
             console.print(table)

@@ -63,7 +63,8 @@ def unstable_notes(frame) -> list[str]:
         return []
     flagged = frame[frame["unstable"].fillna("").astype(bool)]
     return [
-        f"{row.op} {row.backend} {format_size(int(row.size_bytes))}: {row.unstable}"
+        f"{_title(row.op, row.pattern)} {row.backend} "
+        f"{format_size(int(row.size_bytes)) if row.size_bytes else '-'}: {row.unstable}"
         for row in flagged.itertuples()
     ]
 

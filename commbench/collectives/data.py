@@ -24,6 +24,9 @@ PLAIN_PERIOD = 97
 
 # Largest integer each float dtype represents exactly (every partial sum must stay below it).
 EXACT_LIMIT = {"float32": 1 << 24, "float64": 1 << 53, "float16": 1 << 11, "bfloat16": 1 << 8}
+# Largest power of two each dtype holds: a product of 2s and 1s must not overflow (or wrap to 0).
+MAX_EXPONENT = {"float32": 127, "float64": 1023, "float16": 15, "bfloat16": 127,
+                "int8": 6, "uint8": 7, "int32": 30, "int64": 62}
 
 Values = Callable[["torch.Tensor"], "torch.Tensor"]
 
@@ -74,8 +77,10 @@ def reduce_pattern(reduce_op: str, dtype_name: str, world: int) -> ReducePattern
             index = torch.arange(world).unsqueeze(0)
             table = ((ranks + index) % world == 0).long() * scale
     elif reduce_op == "prod":
+        # Each element gets a factor 2 from every third rank, from at most MAX_EXPONENT ranks.
         index = torch.arange(3).unsqueeze(0)
-        table = torch.where((ranks + index) % 3 == 0, 2, 1)
+        twos = ((ranks + index) % 3 == 0) & (ranks < 3 * MAX_EXPONENT[dtype_name])
+        table = torch.where(twos, 2, 1)
     elif reduce_op in ("min", "max"):
         index = torch.arange(7).unsqueeze(0)
         table = (ranks * 3 + index) % 7 + 1

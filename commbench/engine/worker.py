@@ -37,7 +37,9 @@ REDUCE_OPS = {
     "max": dist.ReduceOp.MAX,
     "avg": dist.ReduceOp.AVG,
 }
-FAULT_ENV = "COMMBENCH_FAULT"  # tests: "RANK:OP:SIZE" makes that rank raise there
+# Fault injection for the tests: "RANK:OP:SIZE[:raise|corrupt]" makes that rank raise before
+# measuring that size, or corrupt one result element before the check compares.
+FAULT_ENV = "COMMBENCH_FAULT"
 
 
 class WorkerFailure(Exception):
@@ -155,11 +157,15 @@ class Worker:
     def run(self) -> int:
         self._join()
         self._describe_run()
-        plan = [(b, name) for b in self.config.backends for name in self.config.ops]
-        total = sum(len(self._counts(collectives.get(name))) for _, name in plan)
-        self._start_progress(total)
-        for backend, name in plan:
-            self._measure_op(backend, collectives.get(name))
+        plan = [
+            (backend, collectives.get(name), pattern)
+            for backend in self.config.backends
+            for name in self.config.ops
+            for pattern in (self.config.patterns if name == "p2p" else ("",))
+        ]
+        self._start_progress(sum(len(self._counts(op)) for _, op, _ in plan))
+        for backend, op, pattern in plan:
+            self._measure_op(backend, op, pattern)
         self._stop_progress()
         self.watch.at("done")
         dist.barrier()
@@ -171,7 +177,7 @@ class Worker:
         itemsize = ITEMSIZE[self.config.dtype]
         return sorted({op.count_for(s, itemsize, self.world) for s in self.config.sizes})
 
-    def _measure_op(self, backend: str, op) -> None:
+    def _measure_op(self, backend: str, op, pattern: str) -> None:
         config = self.config
         device = config.device_for(backend)
         group = self._group_for(backend)
@@ -184,7 +190,7 @@ class Worker:
             torch_op=REDUCE_OPS[config.reduce_op],
             root=config.root,
             inplace=config.inplace,
-            pattern=config.pattern if op.name == "p2p" else "",
+            pattern=pattern,
         )
         counts = self._fitting(op, ctx, device, self._counts(op))
         largest = op.layout(ctx, counts[-1]) if counts else None
@@ -196,14 +202,18 @@ class Worker:
         budget = Budget(min_time=config.min_time, iters=config.iters, warmup=config.warmup)
         for count in counts:
             size_bytes = count * ITEMSIZE[config.dtype]
-            self.position = f"{op.name} at {format_size(size_bytes) if count else '-'} ({backend})"
+            label = f"{op.name}/{pattern}" if pattern else op.name
+            self.position = f"{label} at {format_size(size_bytes) if count else '-'} ({backend})"
             self.watch.at(self.position)
-            self._inject_fault(op.name, size_bytes)
+            fault = self._fault(op.name, size_bytes)
+            if fault == "raise":
+                raise WorkerFailure("error", f"injected fault in {self.position}")
             try:
                 bufs = op.views(ctx, send, recv, count)
                 op.prepare(ctx, bufs)
                 measurement = measure(op.call(ctx, bufs), timer, self.control, budget)
-                wrong = self._check(op, ctx, bufs) if config.check else 0
+                corrupt = fault == "corrupt"
+                wrong = self._check(op, ctx, bufs, corrupt) if config.check else 0
             except WorkerFailure:
                 raise
             except Exception as error:
@@ -238,13 +248,15 @@ class Worker:
             return CudaGraphTimer()
         return CudaEventTimer(blocking=self.config.blocking)
 
-    def _check(self, op, ctx, bufs) -> int:
+    def _check(self, op, ctx, bufs, corrupt: bool = False) -> int:
         """Outside the timed loop: fresh inputs, one call, every element compared."""
         op.prepare(ctx, bufs)
         self.control.barrier()
         op.call(ctx, bufs)()
         if bufs.recv.is_cuda:
             torch.cuda.synchronize()
+        if corrupt:
+            bufs.recv.view(-1)[0] += 1
         return self.control.total(op.wrong(ctx, bufs))
 
     def _row(self, op, ctx, backend, device, count, measurement: Measurement, scale, wrong) -> Row:
@@ -312,10 +324,11 @@ class Worker:
             self.progress = None
 
     # ---- failures -----------------------------------------------------------------------
-    def _inject_fault(self, op_name: str, size_bytes: int) -> None:
-        fault = os.environ.get(FAULT_ENV, "")
-        if fault and fault == f"{self.rank}:{op_name}:{size_bytes}":
-            raise WorkerFailure("error", f"injected fault in {self.position}")
+    def _fault(self, op_name: str, size_bytes: int) -> str:
+        parts = os.environ.get(FAULT_ENV, "").split(":")
+        if parts[:3] != [str(self.rank), op_name, str(size_bytes)]:
+            return ""
+        return parts[3] if len(parts) > 3 else "raise"
 
     def _diagnose(self, error: Exception, position: str) -> WorkerFailure:
         """Turn a backend exception into a message naming the op, the size and the culprits."""

@@ -1,0 +1,71 @@
+"""Bad input: one line on stderr, exit code 2, no traceback, nothing written (SPEC §7)."""
+
+import pytest
+
+from commbench.cli import main
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["allreduce", "--sizes", "0"], "at least 1 byte"),
+        (["allreduce", "--sizes", "0-8"], "at least 1 byte"),
+        (["allreduce", "--sizes", "64-8"], "start is larger"),
+        (["allreduce", "--sizes", "8X"], "unknown unit"),
+        (["allreduce", "--sizes", "8,,16"], "empty item"),
+        (["allreduce", "--factor", "1"], "--factor"),
+        (["allreduce", "--dtype", "float8"], "unknown dtype"),
+        (["allreduce", "--op", "mean"], "unknown op"),
+        (["allreduce", "--backend", "mpi"], "unknown backend"),
+        (["allreduce", "--backend", "nccl"], "nccl"),
+        (["allreduce", "--device", "cuda"], "GPU"),
+        (["allreduce", "--nproc", "0"], "--nproc"),
+        (["allreduce", "--iters", "-1"], "--iters"),
+        (["allreduce", "--iters", "abc"], "--iters"),
+        (["allreduce", "--op", "avg", "--dtype", "int32"], "gloo cannot average"),
+        (["allreduce", "--sizes", "1-4096G"], "GiB"),
+        (["p2p", "--nproc", "1"], "at least 2 ranks"),
+        (["p2p", "--pattern", "zigzag"], "unknown pattern"),
+        (["broadcast", "--root", "5"], "--root"),
+        (["run", "--ops", "allreduce,bogus"], "unknown op"),
+        (["allreduce", "--name", "a/b"], "--name"),
+        (["frobnicate"], "frobnicate"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--out", str(tmp_path / "out")] if args[0] != "frobnicate" else args)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert message in err
+    assert "Traceback" not in err
+    leftovers = list((tmp_path / "out").glob("*")) if (tmp_path / "out").exists() else []
+    assert leftovers == []
+
+
+def test_unwritable_out_is_bad_input(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["allreduce", "--sizes", "8", "--out", str(blocker / "sub")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "cannot write to --out" in err
+
+
+def test_help_is_fast_and_torch_free():
+    import subprocess
+    import sys
+    import time
+
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from commbench.cli import main\n"
+         "try:\n main(['--help'])\nexcept SystemExit: pass\n"
+         "assert 'torch' not in sys.modules and 'pandas' not in sys.modules"],
+        capture_output=True, text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "allreduce" in done.stdout
+    assert time.perf_counter() - start < 5  # generous: the target (0.5 s) is in make bench

@@ -1,0 +1,81 @@
+"""Launcher detection for every family, from the environment each one sets."""
+
+import pytest
+
+from commbench.errors import UsageError
+from commbench.launch import detect, first_host
+
+
+def test_no_launcher_means_local():
+    assert detect({}) is None
+
+
+def test_torchrun():
+    env = detect({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4",
+                  "MASTER_ADDR": "node0", "MASTER_PORT": "1234", "TORCHELASTIC_RUN_ID": "x",
+                  "TORCHELASTIC_USE_AGENT_STORE": "True"})
+    assert (env.launcher, env.rank, env.world, env.local_rank, env.local_world) == (
+        "torchrun", 3, 8, 1, 4)
+    assert (env.master_addr, env.master_port, env.agent_store) == ("node0", 1234, True)
+
+
+def test_kubeflow_pytorchjob():
+    env = detect({"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "job-master-0",
+                  "MASTER_PORT": "23456"})
+    assert (env.launcher, env.rank, env.local_rank, env.agent_store) == ("env", 1, 0, False)
+
+
+def test_env_without_master_is_refused():
+    with pytest.raises(UsageError, match="MASTER_ADDR"):
+        detect({"RANK": "0", "WORLD_SIZE": "2"})
+
+
+def test_slurm_uses_the_first_node_as_master():
+    env = detect({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
+                  "SLURM_NTASKS_PER_NODE": "4", "SLURM_STEP_NODELIST": "gpu[007-010,012]"})
+    assert (env.launcher, env.rank, env.world, env.local_rank) == ("slurm", 5, 8, 1)
+    assert (env.master_addr, env.master_port) == ("gpu007", 29500)
+
+
+def test_slurm_honours_master_addr():
+    env = detect({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "a,b",
+                  "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "4000"})
+    assert (env.master_addr, env.master_port) == ("10.0.0.1", 4000)
+
+
+def test_single_task_allocation_is_local():
+    assert detect({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"}) is None
+    assert detect({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "1"}) is None
+
+
+def test_open_mpi_on_one_node():
+    env = detect({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
+                  "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"})
+    assert (env.launcher, env.rank, env.world, env.local_rank) == ("openmpi", 1, 2, 1)
+    assert env.master_addr == "127.0.0.1"
+
+
+def test_open_mpi_across_nodes_needs_master_addr():
+    with pytest.raises(UsageError, match="MASTER_ADDR"):
+        detect({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "4",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"})
+
+
+def test_mpich_and_intel_mpi():
+    env = detect({"PMI_RANK": "2", "PMI_SIZE": "4", "MPI_LOCALRANKID": "0",
+                  "MPI_LOCALNRANKS": "2", "MASTER_ADDR": "h0"})
+    assert (env.launcher, env.rank, env.world, env.local_rank, env.master_addr) == (
+        "mpich", 2, 4, 0, "h0")
+
+
+def test_bad_numbers_are_usage_errors():
+    with pytest.raises(UsageError, match="RANK"):
+        detect({"RANK": "x", "WORLD_SIZE": "2", "MASTER_ADDR": "h"})
+
+
+@pytest.mark.parametrize(
+    ("nodelist", "host"),
+    [("node1", "node1"), ("gpu[003-010,012]", "gpu003"), ("a[1,5],b", "a1"), ("x-y[09]", "x-y09")],
+)
+def test_first_host_of_a_slurm_nodelist(nodelist, host):
+    assert first_host(nodelist) == host
