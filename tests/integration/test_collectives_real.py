@@ -1,0 +1,135 @@
+"""Real gloo process groups (2 and 3 ranks): every collective and p2p pattern, checked."""
+
+import csv
+import json
+
+import pytest
+
+from commbench import collectives
+from commbench.results.schema import COLUMNS
+from tests.conftest import read_meta, read_rows
+
+pytestmark = pytest.mark.integration
+SIZES = [8, 1024, 65536]
+
+
+@pytest.fixture(scope="module", params=[2, 3])
+def sweep(request, tmp_path_factory):
+    from tests.conftest import commbench
+
+    world = request.param
+    done, run_dir = commbench(
+        ["run", "--ops", "all", "--pattern", "all", "--sizes", "8,1K,64K", "--iters", "6",
+         "--warmup", "1", "--nproc", str(world), "--name", f"all-{world}"],
+        tmp_path_factory.mktemp(f"n{world}"), timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return world, done, run_dir
+
+
+def expected_size(name, size, world):
+    op = collectives.get(name)
+    return op.count_for(size, 4, world) * 4
+
+
+def test_every_op_and_pattern_has_a_row_per_size(sweep):
+    world, _, run_dir = sweep
+    rows = read_rows(run_dir)
+    seen = {}
+    for row in rows:
+        seen.setdefault((row["op"], row["pattern"]), []).append(row["size_bytes"])
+    for name in collectives.REGISTRY:
+        patterns = ["pingpong", "unidir", "bidir", "ring"] if name == "p2p" else [""]
+        for pattern in patterns:
+            got = seen[(collectives.row_name(name), pattern)]
+            if name == "barrier":
+                assert got == [0]
+            else:
+                assert got == sorted({expected_size(name, s, world) for s in SIZES})
+
+
+def test_results_are_exact_and_metrics_follow_the_formulas(sweep):
+    world, _, run_dir = sweep
+    for row in read_rows(run_dir):
+        assert row["wrong"] == 0, row
+        assert row["world_size"] == world and row["nnodes"] == 1
+        assert row["iters"] == 6 and row["samples"] == 6
+        assert row["lat_us_min"] <= row["lat_us_p50"] <= row["lat_us_max"]
+        assert row["lat_us_ci_lo"] <= row["lat_us_p50"] <= row["lat_us_ci_hi"]
+        if row["size_bytes"]:
+            algbw = row["size_bytes"] / (row["lat_us_p50"] * 1e-6) / 1e9
+            assert row["algbw_gbps"] == pytest.approx(algbw, rel=1e-9)
+            factor = collectives.get(row["op"]).busbw_factor(world, row["pattern"])
+            assert row["busbw_gbps"] == pytest.approx(algbw * factor, rel=1e-9)
+        assert row["count"] * 4 == row["size_bytes"]
+        assert 0 <= row["slowest_rank"] < world
+        assert len(row["samples_us"]) == 6
+
+
+def test_csv_run_json_summary_and_plots(sweep):
+    world, done, run_dir = sweep
+    with open(run_dir / "results.csv") as handle:
+        reader = csv.DictReader(handle)
+        assert tuple(reader.fieldnames[: len(COLUMNS)]) == COLUMNS
+        assert len(list(reader)) == len(read_rows(run_dir))
+    meta = read_meta(run_dir)
+    assert meta["status"] == "complete" and meta["error"] is None
+    assert meta["world_size"] == world and meta["launcher"] == "local"
+    assert meta["versions"]["torch"] and meta["hosts"]
+    assert meta["env"]["GLOO_SOCKET_IFNAME"] == "lo"
+    for png in ("bandwidth.png", "latency.png"):
+        assert (run_dir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = (run_dir / "summary.md").read_text()
+    assert "## allreduce" in summary and "## p2p (ring)" in summary
+    assert "busbw GB/s" in done.stdout  # the console table
+
+
+@pytest.mark.parametrize(
+    ("dtype", "reduce_op", "extra"),
+    [
+        ("bfloat16", "prod", []),
+        ("int8", "sum", []),
+        ("float16", "avg", []),
+        ("uint8", "max", ["--inplace"]),
+        ("float64", "min", ["--inplace"]),
+    ],
+)
+def test_reductions_are_exact_in_every_dtype(run_cli, dtype, reduce_op, extra):
+    done, run_dir = run_cli(
+        "run", "--ops", "allreduce,reduce-scatter,reduce,allgather", "--sizes", "3,1K,200K",
+        "--dtype", dtype, "--op", reduce_op, "--iters", "3", "--warmup", "0", "--nproc", "3",
+        "--json", "--root", "2", *extra,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert rows == [{k: v for k, v in r.items() if k != "samples_us"} for r in read_rows(run_dir)]
+    assert {r["op"] for r in rows} == {"allreduce", "reduce_scatter", "reduce", "allgather"}
+    for row in rows:
+        assert row["wrong"] == 0 and row["dtype"] == dtype
+        assert row["inplace"] == (row["op"] in ("allreduce", "reduce") or bool(extra))
+        assert row["reduce_op"] == ("" if row["op"] == "allgather" else reduce_op)
+
+
+def test_wrong_results_are_counted_and_exit_1(run_cli):
+    done, run_dir = run_cli(
+        "allgather", "--sizes", "1K,4K", "--iters", "2", "--quiet",
+        env={"COMMBENCH_FAULT": "1:allgather:4096:corrupt"},
+    )
+    assert done.returncode == 1, done.stderr
+    assert [r["wrong"] for r in read_rows(run_dir)] == [0, 1]
+    assert "wrong element" in done.stderr
+
+
+def test_adaptive_mode_and_single_rank(run_cli):
+    done, run_dir = run_cli("allreduce", "--sizes", "8,64K", "--min-time", "0.05", "--nproc", "1")
+    assert done.returncode == 0, done.stderr
+    for row in read_rows(run_dir):
+        assert row["samples"] >= 5 and row["iters"] >= row["samples"]
+        assert row["busbw_gbps"] == 0  # 2(n-1)/n with n = 1
+
+
+def test_barrier_takes_no_sizes(run_cli):
+    done, run_dir = run_cli("barrier", "--iters", "4", "--nproc", "3")
+    assert done.returncode == 0, done.stderr
+    (row,) = read_rows(run_dir)
+    assert (row["op"], row["size_bytes"], row["count"], row["busbw_gbps"]) == ("barrier", 0, 0, 0)
