@@ -8,12 +8,14 @@ SIGTERM, does not hold the run for torch's default 30 s.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import signal
 import socket
 import tempfile
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -81,15 +83,44 @@ class LoopbackRendezvous(RendezvousHandler):
 
 
 class _Agent(LocalElasticAgent):
+    """torch's agent, with a bounded stop: its default waits 30 s after SIGTERM, which a
+    SIGSTOPped rank never acts on, before SIGKILL."""
+
+    first_failures: dict[int, int] = {}  # local rank -> exit code, before anyone was stopped
+
+    def _monitor_workers(self, worker_group):
+        processes = getattr(getattr(self._pcontext, "_pc", None), "processes", [])
+        failed = {i: p.exitcode for i, p in enumerate(processes) if p.exitcode not in (None, 0)}
+        if failed and not self.first_failures:
+            self.first_failures = failed
+            _terminate(processes)
+        return super()._monitor_workers(worker_group)
+
     def _stop_workers(self, worker_group, *args, **kwargs) -> None:
-        # torch's default waits 30 s for SIGTERM, which a SIGSTOPped rank never acts on.
         self._shutdown(timeout=SHUTDOWN_GRACE_S)
+
+
+def _terminate(processes) -> None:
+    """SIGCONT (a stopped rank must run to act on SIGTERM), SIGTERM, then SIGKILL after a grace."""
+    alive = [p for p in processes if p.is_alive()]
+    for process in alive:
+        for sig in (signal.SIGCONT, signal.SIGTERM):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, sig)
+    deadline = time.monotonic() + SHUTDOWN_GRACE_S
+    for process in alive:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in alive:
+        if process.is_alive():
+            process.kill()
+            process.join(SHUTDOWN_GRACE_S)
 
 
 def quiet_torch_logs() -> None:
     """The agent logs every start and failure at length; commbench says it in one line."""
-    for name in ("torch.distributed.elastic", "torch.distributed"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(("torch.distributed", "torch.multiprocessing")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def run_local(entry: Callable, args: tuple, nproc: int, timeout: float) -> dict:
@@ -116,19 +147,24 @@ def run_local(entry: Callable, args: tuple, nproc: int, timeout: float) -> dict:
         result = agent.run()
     except SignalException as error:
         agent._shutdown(timeout=SHUTDOWN_GRACE_S)
-        raise Interrupted(f"stopped by {signal.Signals(error.sigval).name}") from None
+        name = signal.Signals(error.sigval).name
+        raise Interrupted(f"stopped by {name}", exit_code=128 + error.sigval) from None
     except KeyboardInterrupt:
         agent._shutdown(timeout=SHUTDOWN_GRACE_S)
         raise Interrupted("interrupted") from None
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)
     if result.is_failed():
-        raise RunFailed(explain(result.failures, rendezvous.store, nproc))
+        exit_codes = agent.first_failures or {r: f.exitcode for r, f in result.failures.items()}
+        raise RunFailed(explain(exit_codes, rendezvous.store, nproc))
     return result.return_values
 
 
-def explain(failures: dict, store, world: int) -> str:
-    """One line for the user: the root cause first (a timeout report, a killed rank, an error)."""
+def explain(exit_codes: dict[int, int], store, world: int) -> str:
+    """One line for the user: the root cause first (a timeout report, a killed rank, an error).
+
+    ``exit_codes`` holds the ranks that had failed when the failure was first seen.
+    """
     errors, positions = read_reports(store, world)
 
     def where(rank: int) -> str:
@@ -137,14 +173,16 @@ def explain(failures: dict, store, world: int) -> str:
     timeouts = [e for e in errors.values() if e["kind"] == "timeout"]
     if timeouts:
         return min(timeouts, key=lambda e: e["time"])["message"]
-    killed = {r: f for r, f in failures.items() if f.exitcode is not None and f.exitcode < 0}
+    killed = sorted(rank for rank, code in exit_codes.items() if code is not None and code < 0)
     if killed:
-        rank = min(killed)
-        name = killed[rank].signal_name()
+        rank = killed[0]
+        name = signal.Signals(-exit_codes[rank]).name
         return f"rank {rank} died ({name}){where(rank)}; the other ranks were stopped"
     if errors:
         first = min(errors.values(), key=lambda e: e["time"])
         return f"rank {first['rank']}: {first['message']}"
-    rank = min(failures)
-    code = failures[rank].exitcode
-    return f"rank {rank} exited with code {code}{where(rank)}; the other ranks were stopped"
+    rank = min(exit_codes)
+    return (
+        f"rank {rank} exited with code {exit_codes[rank]}{where(rank)}; "
+        "the other ranks were stopped"
+    )

@@ -6,6 +6,7 @@ the commands, so ``commbench --help`` and shell completion stay fast.
 
 
 import inspect
+import os
 import sys
 from typing import Optional
 
@@ -147,6 +148,21 @@ app.command("run")(
 )
 
 
+@app.command("doctor")
+def doctor(
+    nproc: Optional[int] = typer.Option(  # noqa: UP045
+        None, "--nproc", "-n", help="Local ranks to start (default 2; not under a launcher)."
+    ),
+    timeout: float = typer.Option(30.0, "--timeout", help="Seconds to wait for every rank."),
+    backend: str = typer.Option("gloo", "--backend", "-b", help="Backend(s) to try."),
+) -> None:
+    """Preflight: versions, devices, launcher, then a rendezvous, barrier and tiny allreduce
+    across all ranks, naming any rank that does not arrive."""
+    from commbench.doctor import run_doctor
+
+    _exit(run_doctor(nproc, timeout, backend))
+
+
 def _measure(ops: tuple[str, ...], options: dict) -> int:
     from commbench.measure_command import measure
 
@@ -159,6 +175,8 @@ def _exit(code: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: every failure becomes one line on stderr and an exit code."""
+    # c10d's C++ warnings (socket poll time-outs) would bury the one-line diagnosis.
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     command = typer.main.get_command(app)
     try:
         code = command.main(

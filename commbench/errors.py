@@ -38,6 +38,10 @@ class RunFailed(CommbenchError):
 
 
 class Interrupted(CommbenchError):
-    """The user pressed Ctrl-C (or the job was signalled)."""
+    """The user pressed Ctrl-C (130), or the job was signalled (128 + the signal)."""
 
     exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, message: str, exit_code: int = EXIT_INTERRUPTED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

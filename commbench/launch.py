@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -44,6 +45,19 @@ def _int(environ: Mapping[str, str], *names: str, default: int | None = None) ->
     return default
 
 
+def job_port(env: Mapping[str, str]) -> int:
+    """MASTER_PORT, or a port derived from the job id so that concurrent jobs on one host do
+    not collide on a fixed port (every rank derives the same one)."""
+    if env.get("MASTER_PORT", "").strip():
+        return _int(env, "MASTER_PORT")
+    for name in ("SLURM_JOB_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "PMI_JOBID"):
+        job = env.get(name, "").strip()
+        if job:
+            step = env.get("SLURM_STEP_ID", "")
+            return 20000 + zlib.crc32(f"{job}.{step}".encode()) % 20000
+    return DEFAULT_PORT
+
+
 def first_host(nodelist: str) -> str:
     """First host of a SLURM node list: 'gpu[003-010,012],cpu1' -> 'gpu003'."""
     match = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
@@ -63,7 +77,7 @@ def detect(environ: Mapping[str, str] | None = None) -> RankEnv | None:
     ``--nproc`` works inside an allocation.
     """
     env = os.environ if environ is None else environ
-    port = _int(env, "MASTER_PORT", default=DEFAULT_PORT)
+    port = job_port(env)
     if "RANK" in env and "WORLD_SIZE" in env:
         world = _int(env, "WORLD_SIZE")
         if "MASTER_ADDR" not in env:

@@ -50,13 +50,18 @@ class WorkerFailure(Exception):
 
 def run_worker(config: RunConfig, env: RankEnv | None = None) -> int:
     """Entry point of every rank; returns the number of wrong elements (rank 0's view)."""
+    return run_in_worker(config, env, Worker.run)
+
+
+def run_in_worker(config: RunConfig, env: RankEnv | None, body):
+    """Run ``body(worker)`` as one rank: failures are reported to the store, exit code 3."""
     from commbench.launch import agent_rank_env, pin_interfaces
 
     env = env or agent_rank_env()
     pin_interfaces(env)
     worker = Worker(config, env)
     try:
-        return worker.run()
+        return body(worker)
     except WorkerFailure as failure:
         worker.fail(failure)
         sys.exit(EXIT_RUN_FAILED)
@@ -71,14 +76,15 @@ class Worker:
         self.rank = env.rank
         self.world = env.world
         self.watch: Watch | None = None
-        self.run_dir = RunDir(config.run_dir) if env.rank == 0 else None
+        self.run_dir = RunDir(config.run_dir) if env.rank == 0 and config.run_dir else None
         self.progress = None
         self.position = "rendezvous"
         self.wrong_total = 0
         self.nnodes = 1
 
     # ---- set-up -------------------------------------------------------------------------
-    def _join(self) -> None:
+    def join(self) -> None:
+        """Bind the GPU, connect to the store, start the heartbeat, form the gloo group."""
         env, timeout = self.env, self.config.timeout
         uses_cuda = any(self.config.device_for(b) == "cuda" for b in self.config.backends)
         if uses_cuda:
@@ -126,7 +132,7 @@ class Worker:
     def _describe_run(self) -> None:
         devices = [self.config.device_for(b) for b in self.config.backends]
         hosts = self.control.objects(metadata.host_facts(self.env.local_rank, devices))
-        self.nnodes = len({h["host"] for h in hosts})
+        self.nnodes = len({(h["host"], h["node"]) for h in hosts})
         if self.rank != 0:
             return
         self.run_dir.write_meta(
@@ -155,7 +161,7 @@ class Worker:
 
     # ---- the sweep ----------------------------------------------------------------------
     def run(self) -> int:
-        self._join()
+        self.join()
         self._describe_run()
         plan = [
             (backend, collectives.get(name), pattern)
@@ -356,7 +362,7 @@ class Worker:
         if self.env.launcher == "local":
             return  # the launcher reads the report and says it once
         print(f"error: rank {self.rank}: {failure}", file=sys.stderr, flush=True)
-        if self.rank == 0:
+        if self.rank == 0 and self.config.run_dir:
             from commbench.results.finish import finish
 
             rows = self.run_dir.read_rows()

@@ -34,6 +34,8 @@ def cpu_model() -> str:
 def host_facts(local_rank: int, devices: list[str]) -> dict:
     """This rank's host and device, gathered to rank 0 for run.json."""
     facts = {"host": socket.gethostname(), "pid": os.getpid(), "local_rank": local_rank}
+    # Several launcher agents may share a host (torchrun --nnodes 2 on one machine).
+    facts["node"] = os.environ.get("GROUP_RANK") or os.environ.get("SLURM_NODEID") or ""
     facts["cpu"] = cpu_model()
     if "cuda" in devices:
         import torch

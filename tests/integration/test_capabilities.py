@@ -22,9 +22,11 @@ def _probe(rank, world, port, results):
            "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}
     for dtype in DTYPES:
         for name in REDUCE_OPS:
+            # A fresh group per attempt: a failed call must not leave the next one out of step.
+            group = dist.new_group(backend="gloo")
             tensor = torch.ones(4, dtype=getattr(torch, dtype))
             try:
-                dist.all_reduce(tensor, op=ops[name])
+                dist.all_reduce(tensor, op=ops[name], group=group)
                 ok = True
             except Exception:
                 ok = False

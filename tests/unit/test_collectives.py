@@ -143,7 +143,7 @@ def test_allreduce_check_passes_on_the_true_result_and_fails_on_a_wrong_one():
     total = torch.stack([b.recv for b in bufs]).max(0).values
     for b in bufs:
         b.recv.copy_(total)
-    assert [op.wrong(c, b) for c, b in zip(ctxs, bufs)] == [0, 0, 0]
+    assert [op.wrong(c, b) for c, b in zip(ctxs, bufs, strict=False)] == [0, 0, 0]
     bufs[2].recv[5] += 1
     assert op.wrong(ctxs[2], bufs[2]) == 1
 
@@ -163,7 +163,7 @@ def test_alltoall_check_follows_the_transpose():
     op, ctxs, bufs = simulate("alltoall", 2, count=8)
     for dst, b in enumerate(bufs):
         b.recv.copy_(torch.cat([bufs[src].send[dst * 4 : dst * 4 + 4] for src in range(2)]))
-    assert [op.wrong(c, b) for c, b in zip(ctxs, bufs)] == [0, 0]
+    assert [op.wrong(c, b) for c, b in zip(ctxs, bufs, strict=False)] == [0, 0]
     bufs[1].recv.copy_(bufs[0].send)  # no exchange at all
     assert op.wrong(ctxs[1], bufs[1]) > 0
 

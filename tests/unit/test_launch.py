@@ -34,7 +34,7 @@ def test_slurm_uses_the_first_node_as_master():
     env = detect({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
                   "SLURM_NTASKS_PER_NODE": "4", "SLURM_STEP_NODELIST": "gpu[007-010,012]"})
     assert (env.launcher, env.rank, env.world, env.local_rank) == ("slurm", 5, 8, 1)
-    assert (env.master_addr, env.master_port) == ("gpu007", 29500)
+    assert env.master_addr == "gpu007" and 20000 <= env.master_port < 40000
 
 
 def test_slurm_honours_master_addr():
@@ -79,3 +79,13 @@ def test_bad_numbers_are_usage_errors():
 )
 def test_first_host_of_a_slurm_nodelist(nodelist, host):
     assert first_host(nodelist) == host
+
+
+def test_ports_derive_from_the_job_id():
+    base = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2",
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
+    one = detect({**base, "PMIX_NAMESPACE": "111"}).master_port
+    assert one == detect({**base, "PMIX_NAMESPACE": "111", "OMPI_COMM_WORLD_RANK": "1"}).master_port
+    assert one != detect({**base, "PMIX_NAMESPACE": "222"}).master_port
+    assert detect({**base, "PMIX_NAMESPACE": "1", "MASTER_PORT": "777"}).master_port == 777
+    assert detect(base).master_port == 29500

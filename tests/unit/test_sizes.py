@@ -13,7 +13,7 @@ def test_default_sweep_is_powers_of_two_from_8_to_64m():
     sizes = parse_sizes("8-64M")
     assert sizes[0] == 8 and sizes[-1] == 64 * M
     assert len(sizes) == 24
-    assert all(b == 2 * a for a, b in zip(sizes, sizes[1:]))
+    assert all(b == 2 * a for a, b in zip(sizes, sizes[1:], strict=False))
 
 
 @pytest.mark.parametrize(
@@ -67,7 +67,7 @@ def test_ranges_are_geometric_and_bounded(low, span, factor):
     high = low * (1 << span)
     sizes = parse_sizes(f"{format_size(low)}-{format_size(high)}", factor=factor)
     assert sizes[0] == low and sizes[-1] <= high
-    assert all(b > a for a, b in zip(sizes, sizes[1:]))
+    assert all(b > a for a, b in zip(sizes, sizes[1:], strict=False))
 
 
 @pytest.mark.parametrize(

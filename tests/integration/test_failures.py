@@ -1,0 +1,128 @@
+"""A rank that dies, hangs or raises ends the run in bounded time, with rows kept (SPEC §3, §7).
+
+Real processes, real signals: the victim's pid comes from run.json, written before any row.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import read_meta, read_rows
+
+pytestmark = pytest.mark.integration
+
+
+def start(tmp_path, *args, env=None):
+    out = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "commbench", "allreduce", "--sizes", "8-16M", "--min-time", "0.3",
+         "--out", str(out), "--name", "victim", "--quiet", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, **(env or {})},
+    )
+    return proc, out / "victim"
+
+
+def wait_for_rows(run_dir, rows=2, limit=60):
+    deadline = time.monotonic() + limit
+    jsonl = run_dir / "results.jsonl"
+    while time.monotonic() < deadline:
+        if jsonl.exists() and jsonl.read_text().count("\n") >= rows:
+            return [r["pid"] for r in json.loads((run_dir / "run.json").read_text())["ranks"]]
+        time.sleep(0.05)
+    raise AssertionError("no rows appeared")
+
+
+def finish(proc, limit):
+    started = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=limit)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return err, time.monotonic() - started
+
+
+def assert_no_survivors(pids):
+    time.sleep(0.3)
+    alive = [pid for pid in pids if psutil.pid_exists(pid)
+             and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+
+
+def assert_partial(run_dir, message):
+    rows = read_rows(run_dir)
+    assert len(rows) >= 2 and all(r["wrong"] == 0 for r in rows)
+    meta = read_meta(run_dir)
+    assert meta["status"] == "partial" and message in meta["error"]
+    assert (run_dir / "results.csv").exists() and (run_dir / "summary.md").exists()
+
+
+def test_a_killed_rank_ends_the_run_within_seconds(tmp_path):
+    proc, run_dir = start(tmp_path)
+    pids = wait_for_rows(run_dir)
+    os.kill(pids[1], signal.SIGKILL)
+    err, elapsed = finish(proc, 30)
+    assert proc.returncode == 3, err
+    assert elapsed < 10
+    assert "rank 1 died (SIGKILL) during allreduce" in err
+    assert err.count("error:") == 1 and "Traceback" not in err
+    assert_partial(run_dir, "rank 1 died (SIGKILL)")
+    assert_no_survivors([proc.pid, *pids])
+
+
+def test_a_stopped_rank_ends_the_run_after_the_timeout(tmp_path):
+    proc, run_dir = start(tmp_path, "--timeout", "3")
+    pids = wait_for_rows(run_dir)
+    os.kill(pids[1], signal.SIGSTOP)
+    err, elapsed = finish(proc, 40)
+    assert proc.returncode == 3, err
+    assert 3 <= elapsed < 3 + 8  # the timeout plus detection (2.5 heartbeats) and 2 s grace
+    assert "timeout after 3s in allreduce at" in err
+    assert "rank 1 stopped responding" in err
+    assert_partial(run_dir, "rank 1 stopped responding")
+    assert_no_survivors([proc.pid, *pids])
+
+
+def test_a_rank_raising_names_itself_and_the_size(tmp_path):
+    proc, run_dir = start(tmp_path, env={"COMMBENCH_FAULT": "1:allreduce:64"})
+    err, elapsed = finish(proc, 60)
+    assert proc.returncode == 3, err
+    assert "rank 1: injected fault in allreduce at 64 (gloo)" in err
+    rows = read_rows(run_dir)
+    assert [r["size_bytes"] for r in rows] == [8, 16, 32]
+    assert read_meta(run_dir)["status"] == "partial"
+
+
+def test_ctrl_c_stops_cleanly_with_130(tmp_path):
+    proc, run_dir = start(tmp_path)
+    pids = wait_for_rows(run_dir)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends to the foreground group
+    err, elapsed = finish(proc, 30)
+    assert proc.returncode == 130, err
+    assert elapsed < 10 and "stopped by SIGINT" in err
+    assert_partial(run_dir, "SIGINT")
+    assert_no_survivors([proc.pid, *pids])
+
+
+def test_a_rank_that_never_arrives_is_named(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port)}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "commbench", "doctor", "--timeout", "3"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 3, done.stderr
+    assert time.monotonic() - started < 15
+    assert "rank 1 never arrived" in done.stderr
+    assert "Traceback" not in done.stderr
