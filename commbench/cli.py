@@ -163,6 +163,47 @@ def doctor(
     _exit(run_doctor(nproc, timeout, backend))
 
 
+@app.command("compare")
+def compare(
+    runs: list[str] = typer.Argument(..., help="Result folders (or their results.jsonl): "
+                                     "BASE NEW [NEW ...]; one run compares its backends."),
+    threshold: str = typer.Option("5%", "--threshold", "-t", help="Smallest change that "
+                                  "counts (5% or 0.05)."),
+    metric: str = typer.Option("lat_us_p50", "--metric", help="lat_us_p50 or busbw_gbps."),
+    sizes: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--sizes", "-s", help="Only these sizes or ranges, e.g. 1M-1G."
+    ),
+    fail_on_regression: bool = typer.Option(
+        False, "--fail-on-regression", help="Exit 1 when any row is slower."
+    ),
+    markdown: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--markdown", help="Append the table as Markdown (e.g. $GITHUB_STEP_SUMMARY)."
+    ),
+    json_rows: bool = typer.Option(False, "--json", help="JSON rows on stdout, no table."),
+    out: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--out", "-o", help="Folder for the overlay plots (default: none)."
+    ),
+) -> None:
+    """Compare runs: baseline, new, ratio and a verdict per (op, backend, size). A row is slower
+    only beyond --threshold AND when the 95% intervals of the medians do not overlap."""
+    from commbench.compare_command import run_compare
+
+    _exit(run_compare(runs, threshold, metric, sizes, fail_on_regression, markdown, json_rows,
+                      out))
+
+
+@app.command("report")
+def report(
+    runs: list[str] = typer.Argument(..., help="Result folders to report on."),
+    out: str = typer.Option("results/report", "--out", "-o", help="Folder for the report."),
+) -> None:
+    """Write report.md and a self-contained report.html (plots embedded) over the runs."""
+    from commbench.report import build
+
+    md_path, html_path = build(runs, out)
+    print(f"wrote {md_path} and {html_path}")
+
+
 def _measure(ops: tuple[str, ...], options: dict) -> int:
     from commbench.measure_command import measure
 
