@@ -30,6 +30,10 @@ from commbench.engine.coordination import read_reports
 from commbench.errors import Interrupted, RunFailed
 
 SHUTDOWN_GRACE_S = 2  # SIGTERM, then SIGKILL after this long
+# How often the agent looks at its ranks. Each look wakes this process, which on a small
+# machine preempts a measuring rank (a pingpong of 50 us then shows a 4 ms scheduler tick);
+# a failure is still seen within a second.
+MONITOR_INTERVAL_S = 1.0
 
 
 class LoopbackRendezvous(RendezvousHandler):
@@ -140,7 +144,7 @@ def run_local(entry: Callable, args: tuple, nproc: int, timeout: float) -> dict:
         entrypoint=entry,
         args=args,
         max_restarts=0,
-        monitor_interval=0.1,
+        monitor_interval=MONITOR_INTERVAL_S,
     )
     agent = _Agent(spec, logs_specs=DefaultLogsSpecs(log_dir=log_dir), start_method="spawn")
     try:

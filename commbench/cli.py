@@ -76,6 +76,10 @@ def _measuring_options(
     cuda_graph: bool = typer.Option(
         False, "--cuda-graph", help="CUDA: capture a block in a CUDA graph, time replays."
     ),
+    host_timer: bool = typer.Option(
+        False, "--host-timer", help="CUDA: time with the host clock around a synchronize "
+        "(nccl-tests' method) instead of CUDA events."
+    ),
     timeout: float = typer.Option(
         DEFAULT_TIMEOUT, "--timeout", help="Seconds before a hung collective ends the run."
     ),

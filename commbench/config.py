@@ -28,8 +28,12 @@ BACKENDS = ("gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
 
 DEFAULT_SIZES = "8-64M"
-DEFAULT_MIN_TIME = 0.5
+DEFAULT_MIN_TIME = 1.5
 DEFAULT_TIMEOUT = 300.0
+
+
+# gloo moves CUDA tensors for these collectives only (torch.distributed's backend table).
+GLOO_CUDA_OPS = frozenset({"allreduce", "broadcast", "barrier"})
 
 
 def unsupported(backend: str, dtype: str, reduce_op: str, reduces: bool) -> str:
@@ -64,6 +68,7 @@ class RunConfig:
     patterns: tuple[str, ...] = ("pingpong",)  # p2p is measured once per pattern
     blocking: bool = False
     cuda_graph: bool = False
+    host_timer: bool = False  # CUDA: perf_counter around a synchronize, as nccl-tests does
     run_dir: str = ""
     json_rows: bool = False
     progress: bool = False
@@ -123,5 +128,11 @@ def validate(config: RunConfig, world: int) -> None:
             reason = unsupported(backend, config.dtype, config.reduce_op, op.reduces)
             if reason:
                 raise UsageError(reason)
-            if config.cuda_graph and config.device_for(backend) != "cuda":
-                raise UsageError(f"--cuda-graph needs CUDA buffers; {backend} here uses the CPU")
+            on_cuda = config.device_for(backend) == "cuda"
+            if config.cuda_graph and (backend != "nccl" or not on_cuda):
+                raise UsageError("--cuda-graph needs nccl with CUDA buffers (gloo cannot capture)")
+            if backend == "gloo" and on_cuda and name not in GLOO_CUDA_OPS:
+                raise UsageError(
+                    f"gloo cannot run {name} on CUDA tensors (it can: "
+                    f"{', '.join(sorted(GLOO_CUDA_OPS))}); use --backend nccl or --device cpu"
+                )

@@ -55,6 +55,7 @@ def measure(ops: tuple[str, ...], options: dict) -> int:
         patterns=_patterns(options.get("pattern", "pingpong")),
         blocking=options["blocking"],
         cuda_graph=options["cuda_graph"],
+        host_timer=options["host_timer"],
         json_rows=options["json_rows"],
         progress=sys.stdout.isatty() and not options["quiet"] and not options["json_rows"],
         local=env is None,
@@ -107,7 +108,7 @@ def _check_backends(config: RunConfig, local_ranks: int) -> None:
             count = torch.cuda.device_count() if torch.cuda.is_available() else 0
             if count == 0:
                 raise UsageError(f"{backend} with CUDA buffers needs a GPU, and none is visible")
-            if local_ranks > count:
+            if backend == "nccl" and local_ranks > count:
                 raise UsageError(
                     f"{local_ranks} ranks on this node but only {count} GPU(s) are visible"
                 )
@@ -115,12 +116,12 @@ def _check_backends(config: RunConfig, local_ranks: int) -> None:
 
 def _check_host_memory(config: RunConfig, world: int) -> None:
     """CPU buffers of every local rank must fit in available memory (GPU: see the worker)."""
+    if all(config.device_for(b) == "cuda" for b in config.backends):
+        return
     import psutil
 
     from commbench.collectives.base import OpContext
 
-    if all(config.device_for(b) == "cuda" for b in config.backends):
-        return
     itemsize = ITEMSIZE[config.dtype]
     largest = 0
     for name in config.ops:

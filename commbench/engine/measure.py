@@ -19,13 +19,12 @@ from commbench.stats import ci_halfwidth_pct, median_ci
 
 MIN_SAMPLES = 10  # below this the median's interval is too coarse to stop on precision
 ROUND = 5  # blocks between two all-gathers of block times
-TARGET_SAMPLES = 20  # a block lasts about min_time / TARGET_SAMPLES
-MAX_SAMPLES = 1000
+TARGET_SAMPLES = 50  # a block lasts about min_time / TARGET_SAMPLES
+FIXED_SAMPLES = 20  # --iters N is split into this many blocks (fewer if N is smaller)
+MAX_SAMPLES = 2000
 DEFAULT_MAX_WARMUP = 5
-PRECISION_PCT = 1.0  # stop early once the median is known this well...
-EARLY_FRACTION = 0.2  # ... after at least this share of the budget
-ACCEPT_PCT = 5.0  # at the budget, stop if the median is known this well
-OVERTIME = 3.0  # otherwise keep sampling up to this many budgets, then stop (flagged later)
+PRECISION_PCT = 5.0  # stop early once the median's 95 % interval is this narrow (± %)...
+EARLY_FRACTION = 0.1  # ... and at least this share of the budget is spent
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,7 @@ def measure(call: Call, timer, control, budget: Budget) -> Measurement:
 
 
 def _fixed(call: Call, timer, control, iters: int) -> Measurement:
-    blocks = min(iters, TARGET_SAMPLES)
+    blocks = min(iters, FIXED_SAMPLES)
     base, extra = divmod(iters, blocks)
     counts = [base + 1] * extra + [base] * (blocks - extra)
     chunks = []
@@ -102,15 +101,17 @@ def _adaptive(call: Call, timer, control, min_time: float, estimate: float) -> M
 
 
 def _enough(samples: np.ndarray, timed: float, min_time: float) -> bool:
-    """The stopping rule: precise enough for the time spent, or out of time."""
+    """The stopping rule: the budget is spent, or the median is already known to ±5 %.
+
+    A size that spends its budget without that precision is flagged later (stats.instability);
+    spending more time on a noisy machine buys little, as the interval narrows with sqrt(n).
+    """
     count = samples.size
-    if count >= MAX_SAMPLES or timed >= OVERTIME * min_time:
-        return True
     if count < MIN_SAMPLES:
         return False
+    if count >= MAX_SAMPLES or timed >= min_time:
+        return True
     ordered = np.sort(samples)
     low, high = median_ci(ordered)
     width = ci_halfwidth_pct(float(np.median(ordered)), low, high)
-    if width <= PRECISION_PCT and timed >= EARLY_FRACTION * min_time:
-        return True
-    return timed >= min_time and width <= ACCEPT_PCT
+    return width <= PRECISION_PCT and timed >= EARLY_FRACTION * min_time

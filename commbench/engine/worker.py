@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from datetime import timedelta
 
 import numpy as np
@@ -88,13 +89,13 @@ class Worker:
         env, timeout = self.env, self.config.timeout
         uses_cuda = any(self.config.device_for(b) == "cuda" for b in self.config.backends)
         if uses_cuda:
-            if env.local_rank >= torch.cuda.device_count():
+            count = torch.cuda.device_count()
+            if "nccl" in self.config.backends and env.local_rank >= count:
                 raise WorkerFailure(
-                    "error",
-                    f"LOCAL_RANK {env.local_rank} has no GPU "
-                    f"({torch.cuda.device_count()} visible)",
+                    "error", f"LOCAL_RANK {env.local_rank} has no GPU ({count} visible)"
                 )
-            torch.cuda.set_device(env.local_rank)  # bind before any group exists
+            # NCCL needs a GPU per rank; gloo's CUDA ranks may share one.
+            torch.cuda.set_device(env.local_rank % count)  # bind before any group exists
         is_master = env.rank == 0 and not env.agent_store
         try:
             store = connect(env.master_addr, env.master_port, timeout, is_master, env.world)
@@ -174,8 +175,20 @@ class Worker:
             self._measure_op(backend, op, pattern)
         self._stop_progress()
         self.watch.at("done")
-        dist.barrier()
+        self._record_memory()
         return self.wrong_total
+
+    def _record_memory(self) -> None:
+        """Peak resident memory of every rank, kept in run.json (make bench reads it)."""
+        import resource
+
+        peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+        peaks = self.control.objects(round(peak_mib, 1))
+        if self.rank == 0:
+            meta = self.run_dir.read_meta()
+            for facts, peak in zip(meta.get("ranks", []), peaks, strict=False):
+                facts["peak_rss_mib"] = peak
+            self.run_dir.write_meta(meta)
 
     def _counts(self, op) -> list[int]:
         if not op.sized:
@@ -211,6 +224,7 @@ class Worker:
             label = f"{op.name}/{pattern}" if pattern else op.name
             self.position = f"{label} at {format_size(size_bytes) if count else '-'} ({backend})"
             self.watch.at(self.position)
+            started = time.perf_counter()
             fault = self._fault(op.name, size_bytes)
             if fault == "raise":
                 raise WorkerFailure("error", f"injected fault in {self.position}")
@@ -227,7 +241,9 @@ class Worker:
             self.wrong_total += wrong
             if self.rank == 0:
                 scale = op.messages_per_iteration(ctx, bufs)
-                self._emit(self._row(op, ctx, backend, device, count, measurement, scale, wrong))
+                row = self._row(op, ctx, backend, device, count, measurement, scale, wrong)
+                row.wall_s = round(time.perf_counter() - started, 4)
+                self._emit(row)
 
     def _fitting(self, op, ctx, device: str, counts: list[int]) -> list[int]:
         """On GPUs, cap the sweep by free device memory (nccl-tests caps maxBytes likewise)."""
@@ -250,6 +266,8 @@ class Worker:
     def _timer(self, device: str):
         if device != "cuda":
             return HostTimer()
+        if self.config.host_timer:
+            return HostTimer(sync=torch.cuda.synchronize)
         if self.config.cuda_graph:
             return CudaGraphTimer()
         return CudaEventTimer(blocking=self.config.blocking)

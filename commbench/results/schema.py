@@ -33,7 +33,8 @@ COLUMNS = (
     "slowest_rank",
     "skew_pct",
 )
-EXTRA_COLUMNS = ("pattern", "root", "lat_us_p10", "unstable")
+# wall_s: seconds this size took in all (warm-up, calibration, timing, check).
+EXTRA_COLUMNS = ("pattern", "root", "lat_us_p10", "unstable", "wall_s")
 # Kept in results.jsonl only: the raw samples, for significance tests and re-analysis.
 RAW_COLUMNS = ("samples_us",)
 # What identifies "the same measurement" across runs (compare joins on these).
@@ -72,6 +73,7 @@ class Row:
     root: int | None = None
     lat_us_p10: float = 0.0
     unstable: str = ""
+    wall_s: float = 0.0
     samples_us: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:

@@ -42,7 +42,7 @@ def test_fixed_iterations_are_exact_and_split_into_blocks():
     timer = ScriptedTimer(1e-3)
     result = m.measure(noop, timer, OneRank(), m.Budget(min_time=1.0, iters=47, warmup=3))
     assert result.iters == 47
-    assert result.per_rank.shape == (1, 20)
+    assert result.per_rank.shape == (1, m.FIXED_SAMPLES)
     assert sum(timer.blocks) == 1 + 3 + 47  # timed first call + warm-up + measured
     np.testing.assert_allclose(result.samples, 1e-3)
 
@@ -60,12 +60,12 @@ def test_steady_timings_stop_early_on_precision():
     assert m.EARLY_FRACTION <= timed < 1.0  # stopped well before the budget
 
 
-def test_noisy_timings_run_to_the_budget_then_stop_by_the_cap():
+def test_noisy_timings_run_to_the_budget_then_stop():
     noise = (1.0, 3.0, 0.5, 2.0, 1.5, 0.7, 2.5)
     timer = ScriptedTimer(1e-4, noise)
     result = m.measure(noop, timer, OneRank(), m.Budget(min_time=0.2))
     timed = result.samples.sum() * (result.iters / result.samples.size)
-    assert 0.2 <= timed <= m.OVERTIME * 0.2 * 1.1
+    assert 0.2 <= timed <= 0.2 * 1.5  # at most one round past the budget
 
 
 def test_blocks_are_sized_from_the_calibration():

@@ -41,3 +41,22 @@ def test_instability_flags_wide_interval_and_heavy_tail():
     assert "±20%" in instability(100, 120, 80, 110)
     assert "p99 is 4.0x p50" in instability(100, 400, 99, 101)
     assert ci_halfwidth_pct(100, 90, 130) == 30
+
+
+def test_the_exact_binomial_quantile_matches_scipy(monkeypatch):
+    import builtins
+
+    from commbench import stats
+
+    sizes = (1, 5, 6, 10, 37, 100, 500, 2000)
+    with_scipy = {n: stats._binomial_half_quantile(0.025, n) for n in sizes}
+    real_import = builtins.__import__
+
+    def no_scipy(name, *args, **kwargs):
+        if name.startswith("scipy"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_scipy)
+    without = {n: stats._binomial_half_quantile(0.025, n) for n in with_scipy}
+    assert without == with_scipy

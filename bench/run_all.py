@@ -1,0 +1,310 @@
+"""make bench: benchmark the benchmark. Every figure is a ratio measured side by side in this run.
+
+1. fidelity      commbench's mean vs a hand-written loop's (A/B alternated), 2 gloo ranks
+2. stable sweep  the default allreduce sweep, adaptive vs OSU-style fixed counts
+3. start-up      command to first row vs the hand-written loop; `commbench --help`
+4. memory        peak RSS per rank at 256 MiB over a bare rank; growth with the sweep
+5. ceilings      memory copy and loopback TCP bandwidth vs commbench's busbw
+
+Timings on a 2-core machine are noisy: pairs are alternated and medians of repeats reported.
+Writes bench.csv and bench.md under results/bench-<timestamp>/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+HERE = Path(__file__).parent
+PYTHON = sys.executable
+MIB = 1 << 20
+SIZES = {"8": 8, "64K": 64 << 10, "16M": 16 << 20}
+
+
+def commbench(args: list[str], scratch: Path, name: str) -> tuple[list[dict], dict, float]:
+    """Run the CLI; returns (rows, run.json, wall seconds)."""
+    started = time.perf_counter()
+    done = subprocess.run([PYTHON, "-m", "commbench", *args, "--out", str(scratch), "--name",
+                           name, "--quiet"], capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"commbench {' '.join(args)} failed: {done.stderr[-2000:]}")
+    folder = scratch / name
+    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    return rows, json.loads((folder / "run.json").read_text()), wall
+
+
+def thin(op: str, sizes: str, seconds: float, started: float | None = None) -> list[dict]:
+    args = [PYTHON, str(HERE / "thin_loop.py"), "--op", op, "--sizes", sizes,
+            "--seconds", str(seconds)]
+    if started:
+        args += ["--started", str(started)]
+    done = subprocess.run(args, capture_output=True, text=True, check=True)
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+# ---- 1. fidelity -------------------------------------------------------------------------
+def fidelity(scratch: Path, rounds: int, seconds: float) -> list[dict]:
+    figures = []
+    sizes = ",".join(str(v) for v in SIZES.values())
+    for op in ("allreduce", "allgather", "broadcast", "pingpong"):
+        command = ["p2p", "--pattern", "pingpong"] if op == "pingpong" else [op]
+        ours: dict[int, list[dict]] = {}
+        theirs: dict[int, list[dict]] = {}
+        for index in range(rounds):
+            order = ("thin", "cb") if index % 2 == 0 else ("cb", "thin")  # A/B, then B/A
+            for who in order:
+                if who == "thin":
+                    for row in thin(op, sizes, seconds):
+                        theirs.setdefault(row["size_bytes"], []).append(row)
+                else:
+                    rows, _, _ = commbench(
+                        [*command, "--sizes", sizes, "--min-time", str(seconds), "--no-check"],
+                        scratch, f"fidelity-{op}-{index}")
+                    for row in rows:
+                        ours.setdefault(row["size_bytes"], []).append(row)
+        for label, size in SIZES.items():
+            mean_ours = statistics.median(r["lat_us_mean"] for r in ours[size])
+            mean_thin = statistics.median(r["mean_us"] for r in theirs[size])
+            pair_ratios = [a["lat_us_mean"] / b["mean_us"]
+                           for a, b in zip(ours[size], theirs[size], strict=False)]
+            target = 1.02 if size >= 64 << 10 else 1.05
+            ratio = mean_ours / mean_thin
+            figures.append({
+                "figure": f"fidelity {op} {label}",
+                "value": f"{ratio:.3f}x",
+                "detail": (f"mean {mean_ours:.1f} vs {mean_thin:.1f} us; medians "
+                           f"{statistics.median(r['lat_us_p50'] for r in ours[size]):.1f} vs "
+                           f"{statistics.median(r['median_us'] for r in theirs[size]):.1f} us; "
+                           f"per-round ratios {min(pair_ratios):.2f}-{max(pair_ratios):.2f}"),
+                "target": f"<= {target}",
+                "met": ratio <= target,
+            })
+    return figures
+
+
+# ---- 2. time to a stable sweep ----------------------------------------------------------
+def widest_ci(rows: list[dict]) -> tuple[float, float, int, int]:
+    """(widest and median half-width %, sizes within ±5 %, sizes flagged unstable)."""
+    widths = [max(r["lat_us_p50"] - r["lat_us_ci_lo"], r["lat_us_ci_hi"] - r["lat_us_p50"])
+              / r["lat_us_p50"] * 100 for r in rows]
+    return (max(widths), statistics.median(widths), sum(w <= 5 for w in widths),
+            sum(bool(r["unstable"]) for r in rows))
+
+
+def stable_sweep(scratch: Path, quick_budget: float) -> list[dict]:
+    runs = {}
+    rows, _, _ = commbench(["allreduce", "--sizes", "8-4K", "--iters", "1000"], scratch, "osu-s")
+    more, _, _ = commbench(["allreduce", "--sizes", "8K-64M", "--iters", "100"], scratch, "osu-l")
+    runs["OSU fixed (1000 below 8K, 100 above)"] = rows + more
+    runs["adaptive, default budget"] = commbench(["allreduce"], scratch, "adaptive")[0]
+    runs[f"adaptive, --min-time {quick_budget}"] = commbench(
+        ["allreduce", "--min-time", str(quick_budget)], scratch, "adaptive-quick")[0]
+    osu_time = sum(r["wall_s"] for r in runs["OSU fixed (1000 below 8K, 100 above)"])
+    osu_width = widest_ci(runs["OSU fixed (1000 below 8K, 100 above)"])[0]
+    figures = []
+    for label, rows in runs.items():
+        seconds = sum(r["wall_s"] for r in rows)  # per-size wall time: start-up excluded
+        width, typical, within, flagged = widest_ci(rows)
+        figures.append({
+            "figure": f"sweep 8-64M: {label}",
+            "value": f"{seconds:.1f} s ({seconds / osu_time:.2f}x OSU)",
+            "detail": (f"widest CI ±{width:.0f}% (OSU ±{osu_width:.0f}%), median ±{typical:.0f}%; "
+                       f"{within}/{len(rows)} sizes within ±5%, {flagged} flagged unstable"),
+            "target": "<= 0.5x OSU time, CI no wider" if "adaptive" in label else "reference",
+            "met": (seconds <= 0.5 * osu_time and width <= osu_width)
+            if "adaptive" in label else None,
+        })
+    return figures
+
+
+# ---- 3. start-up -------------------------------------------------------------------------
+def first_row_seconds(scratch: Path, name: str) -> float:
+    started = time.perf_counter()
+    jsonl = scratch / name / "results.jsonl"
+    proc = subprocess.Popen([PYTHON, "-m", "commbench", "allreduce", "--sizes", "8", "--iters",
+                             "10", "--warmup", "1", "--no-check", "--quiet", "--out",
+                             str(scratch), "--name", name],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not (jsonl.exists() and jsonl.stat().st_size):
+        time.sleep(0.005)
+    elapsed = time.perf_counter() - started
+    proc.wait()
+    return elapsed
+
+
+def startup(scratch: Path, repeats: int) -> list[dict]:
+    ours, theirs = [], []
+    for index in range(repeats):
+        theirs.append(thin("allreduce", "8", 0.005, started=time.time())[0]["first_row_s"])
+        ours.append(first_row_seconds(scratch, f"startup-{index}"))
+    helps = []
+    for _ in range(5):
+        started = time.perf_counter()
+        subprocess.run([PYTHON, "-m", "commbench", "--help"], capture_output=True, check=True)
+        helps.append(time.perf_counter() - started)
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    return [
+        {"figure": "start-up to first row", "value": f"{ratio:.2f}x",
+         "detail": f"{statistics.median(ours):.2f} s vs {statistics.median(theirs):.2f} s "
+                   f"(median of {repeats})",
+         "target": "<= 1.1x", "met": ratio <= 1.1},
+        {"figure": "commbench --help", "value": f"{statistics.median(helps):.2f} s",
+         "detail": "median of 5, a fresh interpreter each", "target": "< 0.5 s",
+         "met": statistics.median(helps) < 0.5},
+    ]
+
+
+# ---- 4. memory ---------------------------------------------------------------------------
+def peak(meta: dict) -> float:
+    return max(r["peak_rss_mib"] for r in meta["ranks"])
+
+
+def memory(scratch: Path) -> list[dict]:
+    bare = thin("allreduce", "8", 0.01)[0]["peak_rss_mib"]
+    figures = []
+    for op in ("allreduce", "allgather"):
+        _, meta, _ = commbench([op, "--sizes", "256M", "--iters", "3", "--warmup", "1"],
+                               scratch, f"memory-{op}")
+        reference = thin(op, str(256 * MIB), 0.5)[0]["peak_rss_mib"]
+        extra = (peak(meta) - bare) / 256
+        figures.append({
+            "figure": f"memory {op} 256M (check on)", "value": f"{extra:.2f}x buffer",
+            "detail": f"peak {peak(meta):.0f} MiB, bare rank {bare:.0f} MiB, a hand-written "
+                      f"loop {reference:.0f} MiB ({(reference - bare) / 256:.2f}x)",
+            "target": "<= 2x", "met": extra <= 2})
+    _, sweep_meta, _ = commbench(["allreduce", "--sizes", "1M-256M", "--iters", "3",
+                                  "--warmup", "1"], scratch, "memory-sweep")
+    _, one_meta, _ = commbench(["allreduce", "--sizes", "256M", "--iters", "3", "--warmup", "1"],
+                               scratch, "memory-one")
+    growth = peak(sweep_meta) / peak(one_meta)
+    figures.append({
+        "figure": "memory growth, 9 sizes vs 1", "value": f"{growth:.2f}x",
+        "detail": f"{peak(sweep_meta):.0f} vs {peak(one_meta):.0f} MiB peak",
+        "target": "<= 1.05x", "met": growth <= 1.05})
+    return figures
+
+
+# ---- 5. ceilings -------------------------------------------------------------------------
+def memcpy_gbps() -> float:
+    import torch
+
+    source = torch.ones(64 * MIB // 4)
+    target = torch.empty_like(source)
+    best = float("inf")
+    for _ in range(10):
+        started = time.perf_counter()
+        target.copy_(source)
+        best = min(best, time.perf_counter() - started)
+    return 2 * source.nbytes / best / 1e9  # bytes read + written
+
+
+def _sink(port: int, total: int) -> None:
+    with socket.create_connection(("127.0.0.1", port)) as conn:
+        received = 0
+        while received < total:
+            chunk = conn.recv(4 * MIB)
+            if not chunk:
+                break
+            received += len(chunk)
+
+
+def loopback_gbps(total: int = 1 << 30) -> float:
+    import multiprocessing
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        port = server.getsockname()[1]
+        reader = multiprocessing.get_context("spawn").Process(target=_sink, args=(port, total))
+        reader.start()
+        conn, _ = server.accept()
+        payload = b"\0" * (4 * MIB)
+        started = time.perf_counter()
+        sent = 0
+        with conn:
+            while sent < total:
+                conn.sendall(payload)
+                sent += len(payload)
+        reader.join()
+        return total / (time.perf_counter() - started) / 1e9
+
+
+def ceilings(scratch: Path) -> list[dict]:
+    copy, tcp = memcpy_gbps(), loopback_gbps()
+    rows, _, _ = commbench(["allreduce", "--sizes", "64M", "--min-time", "1"], scratch, "ceiling")
+    busbw = rows[0]["busbw_gbps"]
+    return [
+        {"figure": "memory copy bandwidth", "value": f"{copy:.1f} GB/s",
+         "detail": "64 MiB tensor copy, best of 10, read + write", "target": "-", "met": None},
+        {"figure": "loopback TCP throughput", "value": f"{tcp:.2f} GB/s",
+         "detail": "1 GiB through one 127.0.0.1 socket", "target": "-", "met": None},
+        {"figure": "allreduce 64M busbw / loopback", "value": f"{busbw / tcp:.2f}",
+         "detail": f"busbw {busbw:.2f} GB/s (gloo, 2 ranks)", "target": "-", "met": None},
+    ]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=4, help="A/B rounds for fidelity")
+    parser.add_argument("--seconds", type=float, default=0.4, help="timed seconds per size")
+    parser.add_argument("--only", default="", help="comma list of sections: fidelity,sweep,"
+                        "startup,memory,ceilings")
+    parser.add_argument("--out", default="results")
+    args = parser.parse_args(argv)
+    sections = {
+        "fidelity": lambda s: fidelity(s, args.rounds, args.seconds),
+        "sweep": lambda s: stable_sweep(s, 0.25),
+        "startup": lambda s: startup(s, 3),
+        "memory": memory,
+        "ceilings": ceilings,
+    }
+    chosen = [s for s in args.only.split(",") if s] or list(sections)
+    out = Path(args.out) / f"bench-{datetime.now():%Y%m%d-%H%M%S}"
+    out.mkdir(parents=True)
+    scratch = Path(tempfile.mkdtemp(prefix="commbench-bench-"))
+    figures = []
+    try:
+        for name in chosen:
+            started = time.perf_counter()
+            figures += sections[name](scratch)
+            print(f"[{name}: {time.perf_counter() - started:.0f} s]", file=sys.stderr)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    write(figures, out)
+    return 0
+
+
+def write(figures: list[dict], out: Path) -> None:
+    import pandas as pd
+    from rich.console import Console
+    from rich.table import Table
+
+    frame = pd.DataFrame(figures)
+    frame["met"] = frame["met"].map({True: "yes", False: "NO", None: "-"})
+    frame.to_csv(out / "bench.csv", index=False)
+    lines = ["| figure | value | target | met | detail |", "|---|---|---|---|---|"]
+    lines += [f"| {r.figure} | {r.value} | {r.target} | {r.met} | {r.detail} |"
+              for r in frame.itertuples()]
+    (out / "bench.md").write_text("\n".join(lines) + "\n")
+    table = Table(title=f"commbench self-benchmark ({os.cpu_count()} CPUs)", title_justify="left")
+    for column in ("figure", "value", "target", "met", "detail"):
+        table.add_column(column)
+    for r in frame.itertuples():
+        table.add_row(r.figure, r.value, r.target, r.met, r.detail)
+    Console(width=200).print(table)
+    print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""GPU path: NCCL and gloo-on-CUDA for real. Skipped with a reason where CUDA is absent.
+
+Run on a GPU machine with scripts/gpu-check.sh (or `pytest -m gpu tests/gpu`).
+"""
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.conftest import read_meta, read_rows  # noqa: E402
+
+GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(GPUS == 0, reason="needs a CUDA device (none visible)"),
+]
+
+
+def test_nccl_one_rank_every_op_checked(run_cli):
+    done, run_dir = run_cli(
+        "run", "--ops", "allreduce,allgather,broadcast,reduce-scatter,alltoall,reduce,gather,"
+        "scatter,barrier", "--backend", "nccl", "--nproc", "1", "--sizes", "8,64K,16M",
+        "--iters", "20", timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_rows(run_dir)
+    assert len(rows) == 8 * 3 + 1
+    assert all(r["wrong"] == 0 and r["device"] == "cuda" and r["backend"] == "nccl" for r in rows)
+    meta = read_meta(run_dir)
+    assert meta["versions"]["nccl"] and meta["ranks"][0]["gpu"]
+    assert meta["ranks"][0]["gpu_memory_gib"] > 0
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "int8"])
+def test_nccl_dtypes_are_exact(run_cli, dtype):
+    done, run_dir = run_cli("allreduce", "--backend", "nccl", "--nproc", "1", "--dtype", dtype,
+                            "--op", "max", "--sizes", "1K,1M", "--iters", "10", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [r["wrong"] for r in read_rows(run_dir)] == [0, 0]
+
+
+def test_gloo_with_cuda_tensors_on_two_ranks(run_cli):
+    done, run_dir = run_cli("run", "--ops", "allreduce,broadcast", "--backend", "gloo",
+                            "--device", "cuda", "--nproc", "2", "--sizes", "8,1M",
+                            "--iters", "10", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_rows(run_dir)
+    assert len(rows) == 4 and all(r["wrong"] == 0 and r["device"] == "cuda" for r in rows)
+
+
+def test_cuda_graph_mode(run_cli):
+    done, run_dir = run_cli("allreduce", "--backend", "nccl", "--nproc", "1", "--cuda-graph",
+                            "--sizes", "8,1M,64M", "--iters", "40", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [r["wrong"] for r in read_rows(run_dir)] == [0, 0, 0]
+
+
+def test_cuda_events_agree_with_the_host_clock_at_64m(run_cli):
+    def median(*extra):
+        done, run_dir = run_cli("allreduce", "--backend", "nccl", "--nproc", "1", "--sizes",
+                                "64M", "--min-time", "1", "--no-check", *extra, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return read_rows(run_dir)[0]["lat_us_p50"]
+
+    events, host = median(), median("--host-timer")
+    assert abs(events - host) / host < 0.05, (events, host)
+
+
+def test_sizes_beyond_free_memory_are_skipped_not_fatal(run_cli):
+    free = torch.cuda.mem_get_info()[0]
+    too_big = f"{int(free * 0.7) >> 30}G"  # two buffers of this cannot fit
+    done, run_dir = run_cli("alltoall", "--backend", "nccl", "--nproc", "1", "--sizes",
+                            f"1M,{too_big}", "--iters", "5", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "do not fit in GPU memory" in done.stderr
+    assert [r["size_bytes"] for r in read_rows(run_dir)] == [1 << 20]
+
+
+@pytest.mark.skipif(GPUS < 2, reason="needs 2 or more GPUs for NCCL across ranks")
+def test_nccl_multi_rank(run_cli):
+    done, run_dir = run_cli("run", "--ops", "allreduce,allgather,alltoall,p2p", "--pattern",
+                            "all", "--backend", "nccl", "--nproc", str(min(GPUS, 4)),
+                            "--sizes", "8,1M,64M", "--iters", "20", "--json", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert rows and all(r["wrong"] == 0 for r in rows)
