@@ -21,6 +21,7 @@ from commbench.errors import (
 from commbench.sizes import parse_sizes
 
 CPU_MEMORY_SHARE = 0.8  # leave room for the OS, torch and the check's chunks
+SHOWN_NOTES = 5  # unstable sizes listed on the console; summary.md has them all
 
 
 def measure(ops: tuple[str, ...], options: dict) -> int:
@@ -196,9 +197,12 @@ def _render(rows: list[dict], path, config: RunConfig) -> int:
             console.print(table)
         notes = render.unstable_notes(frame)
         if notes:
-            print(f"warning: {UNSTABLE_ADVICE}:", file=sys.stderr)
-            for note in notes:
+            print(f"warning: {len(notes)} of {len(rows)} {UNSTABLE_ADVICE}:", file=sys.stderr)
+            for note in notes[:SHOWN_NOTES]:
                 print(f"  {note}", file=sys.stderr)
+            if len(notes) > SHOWN_NOTES:
+                print(f"  ... {len(notes) - SHOWN_NOTES} more in {path}/summary.md",
+                      file=sys.stderr)
         console.print(f"results: {path}")
     if wrong:
         print(f"error: {wrong} wrong element(s) in the results (see the #wrong column)",

@@ -105,6 +105,6 @@ def summary_markdown(frame, title: str, meta: dict) -> str:
         parts += ["", f"## {group_title}", "", markdown_table(headers, rows)]
     notes = unstable_notes(frame)
     if notes:
-        parts += ["", f"**Warning**: {UNSTABLE_ADVICE}.", ""]
+        parts += ["", f"**Warning**: {len(notes)} {UNSTABLE_ADVICE}.", ""]
         parts += [f"- {note}" for note in notes]
     return "\n".join(parts) + "\n"

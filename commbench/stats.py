@@ -111,6 +111,6 @@ def instability(p50: float, p99: float, ci_lo: float, ci_hi: float) -> str:
 
 
 UNSTABLE_ADVICE = (
-    "unstable sizes: rerun with a larger --min-time, on an idle machine, "
+    "sizes are unstable: rerun with a larger --min-time, on an idle machine, "
     "or pin ranks to cores; compare them with care"
 )

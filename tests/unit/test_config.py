@@ -54,3 +54,15 @@ def test_default_devices_follow_the_backend():
     assert config().device_for("nccl") == "cuda"
     assert config().device_for("gloo") == "cpu"
     assert config(device="cuda").device_for("gloo") == "cuda"
+
+
+def test_gloo_on_cuda_is_limited_to_what_gloo_moves():
+    with pytest.raises(UsageError, match="gloo cannot run allgather on CUDA"):
+        validate(config(ops=("allgather",), device="cuda"), 2)
+    validate(config(ops=("allreduce", "broadcast"), device="cuda"), 2)
+
+
+def test_cuda_graphs_need_nccl():
+    with pytest.raises(UsageError, match="--cuda-graph needs nccl"):
+        validate(config(device="cuda", cuda_graph=True), 2)
+    validate(config(backends=("nccl",), cuda_graph=True), 1)
