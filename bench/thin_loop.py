@@ -42,7 +42,9 @@ def make_call(dist, op, buf, small, peer, first):
     return echo
 
 
-def _worker(rank, world, port, op, sizes, seconds, started, queue):
+def _worker(rank, world, port, op, sizes, seconds, started, queue, pin):
+    if pin:  # one core per rank, as commbench pins its local ranks
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[rank]})
     import torch
     import torch.distributed as dist
 
@@ -91,6 +93,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", default="8,65536,16777216", help="bytes, comma-separated")
     parser.add_argument("--seconds", type=float, default=0.5, help="timed seconds per size")
     parser.add_argument("--started", type=float, default=None, help="epoch of the command")
+    parser.add_argument("--pin", action="store_true", help="pin rank i to the i-th CPU")
     args = parser.parse_args(argv)
     started = args.started or time.time()
     import torch.multiprocessing as mp
@@ -100,7 +103,8 @@ def main(argv=None) -> int:
         port = s.getsockname()[1]
     sizes = [int(s) for s in args.sizes.split(",")]
     queue = mp.get_context("spawn").SimpleQueue()
-    mp.spawn(_worker, args=(2, port, args.op, sizes, args.seconds, started, queue), nprocs=2)
+    mp.spawn(_worker, args=(2, port, args.op, sizes, args.seconds, started, queue, args.pin),
+             nprocs=2)
     while not queue.empty():
         print(json.dumps(queue.get()), flush=True)
     return 0

@@ -127,14 +127,19 @@ def quiet_torch_logs() -> None:
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def run_local(entry: Callable, args: tuple, nproc: int, timeout: float) -> dict:
+def run_local(entry: Callable, args: tuple, nproc: int, timeout: float, cuda: bool) -> dict:
     """Run ``entry(*args)`` on ``nproc`` local ranks; return rank -> return value.
 
-    Raises RunFailed (naming the rank, the op and the size) or Interrupted.
+    CPU-only runs fork the ranks from this process, which has torch imported already (a
+    spawned rank spends a second importing it again); CUDA must not be forked, so runs that
+    touch a GPU spawn. Raises RunFailed (naming the rank, the op and the size) or Interrupted.
     """
     quiet_torch_logs()
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+    # As torchrun does: ranks sharing a machine must not each start a thread per core, whose
+    # spinning steals the CPU from the ranks being measured (gloo needs no OpenMP).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     rendezvous = LoopbackRendezvous(timeout)
     log_dir = tempfile.mkdtemp(prefix="commbench-")
     spec = WorkerSpec(
@@ -146,7 +151,8 @@ def run_local(entry: Callable, args: tuple, nproc: int, timeout: float) -> dict:
         max_restarts=0,
         monitor_interval=MONITOR_INTERVAL_S,
     )
-    agent = _Agent(spec, logs_specs=DefaultLogsSpecs(log_dir=log_dir), start_method="spawn")
+    agent = _Agent(spec, logs_specs=DefaultLogsSpecs(log_dir=log_dir),
+                   start_method="spawn" if cuda else "fork")
     try:
         result = agent.run()
     except SignalException as error:

@@ -113,7 +113,8 @@ def run_doctor(nproc: int | None, timeout: float, backend: str) -> int:
     if env is None:
         from commbench.agent import run_local
 
-        reports = run_local(doctor_worker, (config,), world, timeout)[0]
+        cuda = "nccl" in backends
+        reports = run_local(doctor_worker, (config,), world, timeout, cuda)[0]
     else:
         reports = doctor_worker(config, env)
         if env.rank != 0:

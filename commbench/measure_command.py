@@ -163,7 +163,8 @@ def _launch(config: RunConfig, env, world: int, options: dict) -> int:
     from commbench.engine.worker import run_worker
 
     try:
-        run_local(run_worker, (config,), world, config.timeout)
+        cuda = any(config.device_for(b) == "cuda" for b in config.backends)
+        run_local(run_worker, (config,), world, config.timeout, cuda)
     except (RunFailed, Interrupted) as error:
         rows = rundir.RunDir(path).read_rows()
         finish(path, "partial" if rows else "failed", str(error))

@@ -119,6 +119,17 @@ class Watch:
         with contextlib.suppress(Exception):
             self._store.set(f"error/{self.rank}", json.dumps(record))
 
+    def lagging(self, position: str) -> list[tuple[int, str]]:
+        """Ranks whose last reported position is not ``position`` (they never got there)."""
+        found = []
+        for rank in range(self.world):
+            key = f"where/{rank}"
+            if self._store.check([key]):
+                where = self._store.get(key).decode()
+                if where != position:
+                    found.append((rank, where))
+        return found
+
     def silent_ranks(self) -> tuple[list[int], list[int]]:
         """Ranks whose heartbeat stands still over two intervals, and ranks that never beat."""
         return silent_ranks(self._store, self.world, self.interval)

@@ -59,6 +59,8 @@ def run_in_worker(config: RunConfig, env: RankEnv | None, body):
     from commbench.launch import agent_rank_env, pin_interfaces
 
     env = env or agent_rank_env()
+    if env.launcher == "local":
+        _die_with_parent()
     pin_interfaces(env)
     worker = Worker(config, env)
     try:
@@ -365,6 +367,9 @@ class Worker:
                 culprits.append(f"rank {_ranks(stopped)} stopped responding")
             if missing:
                 culprits.append(f"rank {_ranks(missing)} never arrived")
+            lagging = self.watch.lagging(position) if self.watch else []
+            if lagging:
+                culprits.append("; ".join(f"rank {r} was at {where}" for r, where in lagging))
             blame = "; ".join(culprits) or "no rank was found silent: a peer may be stuck"
             return WorkerFailure(
                 "timeout", f"timeout after {self.config.timeout:g}s in {position}: {blame}"
@@ -394,6 +399,20 @@ class Worker:
         if dist.is_initialized():
             with contextlib.suppress(Exception):
                 dist.destroy_process_group()
+
+
+def _die_with_parent() -> None:
+    """A rank started by commbench must not outlive it (kill -9 of the launcher included)."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the agent still stops ranks on failure
+        return
+    if os.getppid() == 1:  # the launcher died before prctl took effect
+        os._exit(EXIT_RUN_FAILED)
 
 
 def _first_line(error: BaseException) -> str:

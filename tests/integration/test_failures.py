@@ -126,3 +126,12 @@ def test_a_rank_that_never_arrives_is_named(tmp_path):
     assert time.monotonic() - started < 15
     assert "rank 1 never arrived" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_killing_the_launcher_takes_its_ranks_along(tmp_path):
+    proc, run_dir = start(tmp_path)
+    pids = wait_for_rows(run_dir)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert_no_survivors(pids)
+    assert len(read_rows(run_dir)) >= 2  # every finished row is on disk
