@@ -15,9 +15,8 @@ class AllReduce(Collective):
     in_place_only = True
     factor_text = "2(n-1)/n"
 
-    def busbw_factor(self, world: int, pattern: str = "") -> float:
-        # Ring allreduce = reduce-scatter + allgather: each rank moves 2(n-1)/n of the data.
-        return 2 * (world - 1) / world
+    # Ring allreduce = reduce-scatter + allgather: each rank moves 2(n-1)/n of the data.
+    factor = staticmethod(lambda world: 2 * (world - 1) / world)
 
     def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
         return data.count_wrong(bufs.recv, self._pattern(ctx).result())

@@ -62,11 +62,12 @@ class Collective:
     in_place_only: bool = False  # torch offers only the in-place form (all_reduce, broadcast)
     has_in_place: bool = False  # torch offers both forms
     min_world: int = 1
-    factor_text: str = ""  # busbw factor as the docs print it
+    # busbw = algbw x factor(n), nccl-tests doc/PERFORMANCE.md; factor_text as the docs print it.
+    factor: Callable[[int], float] = staticmethod(lambda world: 1.0)
+    factor_text: str = "1"
 
     def busbw_factor(self, world: int, pattern: str = "") -> float:
-        """busbw = algbw x factor (nccl-tests doc/PERFORMANCE.md)."""
-        raise NotImplementedError
+        return self.factor(world)
 
     def count_for(self, size_bytes: int, itemsize: int, world: int) -> int:
         """Round a requested size down to whole elements (whole chunks where the op splits)."""

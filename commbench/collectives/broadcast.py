@@ -15,9 +15,6 @@ class Broadcast(Collective):
     in_place_only = True
     factor_text = "1"
 
-    def busbw_factor(self, world: int, pattern: str = "") -> float:
-        return 1.0
-
     def prepare(self, ctx: OpContext, bufs: Buffers) -> None:
         # Only the root holds the data; the others start from 0, so a no-op cannot pass.
         bufs.recv.zero_()

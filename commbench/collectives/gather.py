@@ -15,8 +15,7 @@ class Gather(Collective):
     splits = True
     factor_text = "(n-1)/n"
 
-    def busbw_factor(self, world: int, pattern: str = "") -> float:
-        return ring_factor(world)
+    factor = staticmethod(ring_factor)
 
     def layout(self, ctx: OpContext, count: int) -> Layout:
         return Layout(send=count // ctx.world, recv=count if ctx.rank == ctx.root else 1)

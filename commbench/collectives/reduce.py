@@ -16,9 +16,6 @@ class Reduce(Collective):
     in_place_only = True
     factor_text = "1"
 
-    def busbw_factor(self, world: int, pattern: str = "") -> float:
-        return 1.0
-
     def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
         # Non-root buffers hold partial results whose content torch does not define.
         if ctx.rank != ctx.root:

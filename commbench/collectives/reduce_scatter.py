@@ -16,8 +16,7 @@ class ReduceScatter(Collective):
     has_in_place = True
     factor_text = "(n-1)/n"
 
-    def busbw_factor(self, world: int, pattern: str = "") -> float:
-        return ring_factor(world)
+    factor = staticmethod(ring_factor)
 
     def layout(self, ctx: OpContext, count: int) -> Layout:
         # The input is the largest buffer; the output is one rank's chunk of it.
