@@ -18,6 +18,7 @@ from commbench.cli import main
         (["allreduce", "--op", "mean"], "unknown op"),
         (["allreduce", "--backend", "mpi"], "unknown backend"),
         (["allreduce", "--backend", "nccl"], "nccl"),
+        (["allreduce", "--backend", "gloo,nccl"], "nccl is not available"),
         (["allreduce", "--device", "cuda"], "GPU"),
         (["allreduce", "--nproc", "0"], "--nproc"),
         (["allreduce", "--iters", "-1"], "--iters"),

@@ -139,3 +139,29 @@ def test_report_is_self_contained_and_escaped(tmp_path, capsys):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     md = (tmp_path / "report.md").read_text()
     assert "## Environment" in md and "vs base" in md and "![bandwidth](bandwidth.png)" in md
+
+
+def test_several_backends_share_a_table_with_a_time_ratio():
+    from commbench import render
+    from commbench.compare import load_run
+    from commbench.results.finish import load_frame
+
+    frame = load_frame(load_run(fx("two-backends")).rows)
+    groups = render.table_groups(frame)
+    assert [title for title, _, _ in groups] == ["allreduce", "allgather"]
+    _, headers, rows = groups[0]
+    assert headers[3] == "backend" and "time / gloo" in headers
+    ratio = headers.index("time / gloo")
+    by_backend = {row[3]: float(row[ratio].rstrip("x")) for row in rows if row[0] == "1M"}
+    assert by_backend["gloo"] == 1.0 and 0.3 < by_backend["nccl"] < 0.37
+
+
+def test_markdown_summary_flags_unstable_sizes():
+    from commbench import render
+    from commbench.compare import load_run
+    from commbench.results.finish import load_frame
+
+    frame = load_frame(load_run(fx("noisy-a")).rows)
+    text = render.summary_markdown(frame, "noisy", {"status": "complete", "world_size": 2})
+    assert "**Warning**" in text and "median uncertain" in text
+    assert "| unstable |" in text
