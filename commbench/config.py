@@ -72,7 +72,6 @@ class RunConfig:
     run_dir: str = ""
     json_rows: bool = False
     progress: bool = False
-    local: bool = True  # commbench started the ranks itself: everything on loopback
     command_line: tuple[str, ...] = field(default_factory=tuple)
 
     def device_for(self, backend: str) -> str:

@@ -94,7 +94,7 @@ def run_doctor(nproc: int | None, timeout: float, backend: str) -> int:
 
     from commbench import launch
     from commbench.errors import EXIT_OK, UsageError
-    from commbench.measure_command import _backends
+    from commbench.measure_command import resolve_backends
 
     env = launch.detect()
     if env is not None and nproc is not None:
@@ -102,14 +102,14 @@ def run_doctor(nproc: int | None, timeout: float, backend: str) -> int:
     world = env.world if env else (nproc or 2)
     if world < 1:
         raise UsageError(f"bad --nproc {world}: at least 1 rank is needed")
-    backends = _backends(backend)
+    backends = resolve_backends(backend)
     console = Console()
     if env is None or env.rank == 0:
         table = Table(title="environment", title_justify="left", show_header=False)
         for item, finding in environment_report(env):
             table.add_row(item, finding)
         console.print(table)
-    config = RunConfig(ops=("allreduce",), backends=backends, timeout=timeout, local=env is None)
+    config = RunConfig(ops=("allreduce",), backends=backends, timeout=timeout)
     if env is None:
         from commbench.agent import run_local
 

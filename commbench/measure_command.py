@@ -37,7 +37,7 @@ def measure(ops: tuple[str, ...], options: dict) -> int:
         raise UsageError(f"bad --nproc {nproc}: at least 1 rank is needed")
     sized = any(collectives.get(name).sized for name in ops)
     sizes = parse_sizes(options.get("sizes", "8"), options.get("factor", 2.0)) if sized else [8]
-    backends = _backends(options["backend"])
+    backends = resolve_backends(options["backend"])
     world = env.world if env else (nproc or _default_nproc(backends))
     config = RunConfig(
         ops=ops,
@@ -59,7 +59,6 @@ def measure(ops: tuple[str, ...], options: dict) -> int:
         host_timer=options["host_timer"],
         json_rows=options["json_rows"],
         progress=sys.stdout.isatty() and not options["quiet"] and not options["json_rows"],
-        local=env is None,
         command_line=tuple(["commbench", *sys.argv[1:]]),
     )
     validate(config, world)
@@ -77,7 +76,8 @@ def _patterns(text: str) -> tuple[str, ...]:
     return parse_list(text, PATTERNS, "pattern")
 
 
-def _backends(text: str) -> tuple[str, ...]:
+def resolve_backends(text: str) -> tuple[str, ...]:
+    """Parse --backend; ``auto`` is nccl when CUDA GPUs are visible, else gloo."""
     names = parse_list(text, (*BACKENDS, "auto"), "backend")
     if "auto" not in names:
         return names

@@ -47,7 +47,6 @@ class OpContext:
     root: int = 0
     inplace: bool = False
     pattern: str = ""
-    window: int = 1
 
 
 class Collective:

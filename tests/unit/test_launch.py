@@ -89,3 +89,25 @@ def test_ports_derive_from_the_job_id():
     assert one != detect({**base, "PMIX_NAMESPACE": "222"}).master_port
     assert detect({**base, "PMIX_NAMESPACE": "1", "MASTER_PORT": "777"}).master_port == 777
     assert detect(base).master_port == 29500
+
+
+def test_gloo_binds_where_the_master_is(monkeypatch):
+    from commbench.launch import RankEnv, interface_towards, pin_interfaces
+
+    assert interface_towards("127.0.0.1", 29500) == "lo"
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    monkeypatch.delenv("NCCL_SOCKET_IFNAME", raising=False)
+    pin_interfaces(RankEnv("slurm", 0, 2, 0, 1, "localhost", 29500, False))
+    import os
+
+    assert os.environ["GLOO_SOCKET_IFNAME"] == "lo" and os.environ["NCCL_SOCKET_IFNAME"] == "lo"
+
+
+def test_a_chosen_interface_is_kept(monkeypatch):
+    from commbench.launch import RankEnv, pin_interfaces
+
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "ib0")
+    pin_interfaces(RankEnv("local", 0, 2, 0, 2, "127.0.0.1", 1, True))
+    import os
+
+    assert os.environ["GLOO_SOCKET_IFNAME"] == "ib0"
