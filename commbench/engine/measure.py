@@ -17,7 +17,9 @@ import numpy as np
 from commbench.engine.timers import Call
 from commbench.stats import ci_halfwidth_pct, median_ci
 
-MIN_SAMPLES = 10  # below this the median's interval is too coarse to stop on precision
+# Below 20 samples the median's 95 % interval spans too much of the distribution ([x(6),
+# x(15)] at 20, [x(2), x(9)] at 10) to trust on a noisy machine; pyperf also keeps 20 values.
+MIN_SAMPLES = 20
 ROUND = 5  # blocks between two all-gathers of block times
 TARGET_SAMPLES = 50  # a block lasts about min_time / TARGET_SAMPLES
 FIXED_SAMPLES = 20  # --iters N is split into this many blocks (fewer if N is smaller)

@@ -226,6 +226,8 @@ class Worker:
             label = f"{op.name}/{pattern}" if pattern else op.name
             self.position = f"{label} at {format_size(size_bytes) if count else '-'} ({backend})"
             self.watch.at(self.position)
+            if self.progress is not None:
+                self.progress.update(self._task, description=self.position)
             started = time.perf_counter()
             fault = self._fault(op.name, size_bytes)
             if fault == "raise":
