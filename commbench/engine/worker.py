@@ -84,6 +84,7 @@ class Worker:
         self.position = "rendezvous"
         self.wrong_total = 0
         self.nnodes = 1
+        self._groups: dict = {}
 
     # ---- set-up -------------------------------------------------------------------------
     def join(self) -> None:
@@ -124,13 +125,17 @@ class Worker:
         self.control = Control(dist.group.WORLD, env.world)
 
     def _group_for(self, backend: str):
+        """One group per backend for the whole run (an NCCL communicator costs seconds)."""
         if backend == "gloo":
             return dist.group.WORLD
-        device = torch.device("cuda", torch.cuda.current_device())
-        try:
-            return dist.new_group(backend=backend, device_id=device)
-        except TypeError:  # torch without new_group(device_id=)
-            return dist.new_group(backend=backend)
+        if backend not in self._groups:
+            device = torch.device("cuda", torch.cuda.current_device())
+            try:
+                group = dist.new_group(backend=backend, device_id=device)
+            except TypeError:  # torch without new_group(device_id=)
+                group = dist.new_group(backend=backend)
+            self._groups[backend] = group
+        return self._groups[backend]
 
     def _describe_run(self) -> None:
         devices = [self.config.device_for(b) for b in self.config.backends]
@@ -253,6 +258,7 @@ class Worker:
         """On GPUs, cap the sweep by free device memory (nccl-tests caps maxBytes likewise)."""
         if device != "cuda" or not counts:
             return counts
+        torch.cuda.empty_cache()  # the previous op's buffers are free, but still cached
         free = float(self.control.gather([torch.cuda.mem_get_info()[0]]).min())
         itemsize = ITEMSIZE[self.config.dtype]
 
