@@ -6,6 +6,11 @@ are all-gathered after every round, and every rank applies the same rule to the 
 
 A sample is one timed block divided by its iteration count; the time that counts is the
 slowest rank's (a collective is done when the last rank is done, SPEC §4).
+
+Ranks meet at a barrier once per round, not before every block: within a round the collectives
+themselves keep the ranks in step, and a rank that sleeps in a barrier wakes late on a busy
+machine, which put a tail on every block start (an A/B test of 6 alternations at 8 B: the mean
+over a hand-written loop's fell from 1.49x to 1.07x).
 """
 
 from __future__ import annotations
@@ -76,11 +81,8 @@ def _fixed(call: Call, timer, control, iters: int) -> Measurement:
     counts = [base + 1] * extra + [base] * (blocks - extra)
     chunks = []
     for start in range(0, blocks, ROUND):
-        part = counts[start : start + ROUND]
-        times = []
-        for count in part:
-            control.barrier()
-            times.append(timer.block(call, count) / count)
+        control.barrier()
+        times = [timer.block(call, count) / count for count in counts[start : start + ROUND]]
         chunks.append(control.gather(times))
     return Measurement(per_rank=np.concatenate(chunks, axis=1), iters=iters)
 
@@ -90,10 +92,8 @@ def _adaptive(call: Call, timer, control, min_time: float, estimate: float) -> M
     chunks: list[np.ndarray] = []
     timed = 0.0
     while True:
-        times = []
-        for _ in range(ROUND):
-            control.barrier()
-            times.append(timer.block(call, per_block) / per_block)
+        control.barrier()
+        times = [timer.block(call, per_block) / per_block for _ in range(ROUND)]
         gathered = control.gather(times)
         chunks.append(gathered)
         timed += float(gathered.max(axis=0).sum()) * per_block
