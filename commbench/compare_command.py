@@ -40,10 +40,9 @@ def run_compare(paths, threshold_text, metric, sizes, fail_on_regression, markdo
             print(json.dumps({k: (v.item() if hasattr(v, "item") else v)
                               for k, v in record.items()}))
     else:
-        from rich.console import Console
         from rich.table import Table
 
-        console = Console(width=None if sys.stdout.isatty() else 132)
+        console = render.console()
         table = Table(title="comparison", title_justify="left", header_style="bold")
         for index, header in enumerate(headers):
             table.add_column(header, justify="left" if index in (0, 1, 6, 7, 8) else "right")

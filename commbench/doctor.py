@@ -89,7 +89,6 @@ def doctor_worker(config: RunConfig, env: RankEnv | None = None) -> list[dict] |
 
 def run_doctor(nproc: int | None, timeout: float, backend: str) -> int:
     """Print the environment, then the per-rank connectivity table; 0 when every rank arrived."""
-    from rich.console import Console
     from rich.table import Table
 
     from commbench import launch
@@ -103,7 +102,9 @@ def run_doctor(nproc: int | None, timeout: float, backend: str) -> int:
     if world < 1:
         raise UsageError(f"bad --nproc {world}: at least 1 rank is needed")
     backends = resolve_backends(backend)
-    console = Console()
+    from commbench.render import console as make_console
+
+    console = make_console()
     if env is None or env.rank == 0:
         table = Table(title="environment", title_justify="left", show_header=False)
         for item, finding in environment_report(env):

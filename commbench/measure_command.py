@@ -189,10 +189,7 @@ def _render(rows: list[dict], path, config: RunConfig) -> int:
 
     wrong = sum(int(row.get("wrong", 0)) for row in rows)
     if rows and not config.json_rows:
-        from rich.console import Console
-
-        # A log or a pipe gets a table wide enough not to truncate the columns.
-        console = Console(width=None if sys.stdout.isatty() else 132)
+        console = render.console()
         frame = load_frame(rows)
         for table in render.console_tables(frame):
             console.print(table)

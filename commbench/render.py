@@ -69,6 +69,15 @@ def unstable_notes(frame) -> list[str]:
     ]
 
 
+def console():
+    """A rich Console; a log or a pipe gets tables wide enough not to truncate columns."""
+    import sys
+
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 132)
+
+
 def console_tables(frame):
     """rich Tables, one per op."""
     from rich.table import Table
