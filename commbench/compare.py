@@ -61,7 +61,8 @@ def load_run(path: str | Path) -> Run:
     return Run(name=meta.get("name") or folder.name, rows=rows, meta=meta)
 
 
-def _lookup(meta: dict, keys: tuple[str, ...]):
+def lookup(meta: dict, keys: tuple[str, ...]):
+    """A nested run.json value, or None."""
     value = meta
     for key in keys:
         if not isinstance(value, dict):
@@ -74,7 +75,7 @@ def metadata_warnings(base: Run, new: Run) -> list[str]:
     """Differences between two runs' metadata that make their comparison suspect."""
     warnings = []
     for label, keys in SUSPECT_FIELDS:
-        a, b = _lookup(base.meta, keys), _lookup(new.meta, keys)
+        a, b = lookup(base.meta, keys), lookup(new.meta, keys)
         if a is not None and b is not None and a != b:
             warnings.append(f"{base.name} and {new.name} differ in {label}: {a} vs {b}")
     return warnings

@@ -63,7 +63,8 @@ def doctor_worker(config: RunConfig, env: RankEnv | None = None) -> list[dict] |
     import torch
     import torch.distributed as dist
 
-    from commbench.engine.worker import Worker, WorkerFailure, run_in_worker
+    from commbench.engine.failures import WorkerFailure
+    from commbench.engine.worker import Worker, run_in_worker
 
     def body(worker: Worker):
         start = time.perf_counter()

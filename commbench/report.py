@@ -12,7 +12,7 @@ import html
 from pathlib import Path
 
 from commbench import plots, render
-from commbench.compare import Run, compare_rows, load_run, table_records
+from commbench.compare import Run, compare_rows, load_run, lookup, table_records
 from commbench.results.finish import load_frame
 
 ENVIRONMENT = (
@@ -35,9 +35,7 @@ ENVIRONMENT = (
 
 
 def _value(meta: dict, keys: tuple[str, ...]) -> str:
-    value = meta
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
+    value = lookup(meta, keys)
     if value is None:
         return "-"
     if isinstance(value, list):

@@ -21,6 +21,13 @@ from commbench import collectives
 from commbench.collectives.base import OpContext
 from commbench.config import ITEMSIZE, RunConfig
 from commbench.engine.coordination import Control, Watch, connect, heartbeat_interval
+from commbench.engine.failures import (
+    WorkerFailure,
+    diagnose,
+    die_with_parent,
+    first_line,
+    injected_fault,
+)
 from commbench.engine.measure import Budget, Measurement, measure
 from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
 from commbench.errors import EXIT_RUN_FAILED
@@ -38,17 +45,6 @@ REDUCE_OPS = {
     "max": dist.ReduceOp.MAX,
     "avg": dist.ReduceOp.AVG,
 }
-# Fault injection for the tests: "RANK:OP:SIZE[:raise|corrupt]" makes that rank raise before
-# measuring that size, or corrupt one result element before the check compares.
-FAULT_ENV = "COMMBENCH_FAULT"
-
-
-class WorkerFailure(Exception):
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
 def run_worker(config: RunConfig, env: RankEnv | None = None) -> int:
     """Entry point of every rank; returns the number of wrong elements (rank 0's view)."""
     return run_in_worker(config, env, Worker.run)
@@ -60,7 +56,7 @@ def run_in_worker(config: RunConfig, env: RankEnv | None, body):
 
     env = env or agent_rank_env()
     if env.launcher == "local":
-        _die_with_parent()
+        die_with_parent()
     pin_interfaces(env)
     worker = Worker(config, env)
     try:
@@ -107,7 +103,7 @@ class Worker:
             raise WorkerFailure(
                 "timeout",
                 f"rendezvous at {env.master_addr}:{env.master_port} failed within "
-                f"{timeout:g}s: {_first_line(error)}",
+                f"{timeout:g}s: {first_line(error)}",
             ) from None
         self.watch = Watch(store, env.rank, env.world, heartbeat_interval(timeout))
         self.watch.start_heartbeat(beat_store)
@@ -121,7 +117,7 @@ class Worker:
                 timeout=timedelta(seconds=timeout),
             )
         except Exception as error:
-            raise self._diagnose(error, "rendezvous") from None
+            raise diagnose(error, "rendezvous", self.watch, timeout) from None
         self.control = Control(dist.group.WORLD, env.world)
 
     def _group_for(self, backend: str):
@@ -234,7 +230,7 @@ class Worker:
             if self.progress is not None:
                 self.progress.update(self._task, description=self.position)
             started = time.perf_counter()
-            fault = self._fault(op.name, size_bytes)
+            fault = injected_fault(self.rank, op.name, size_bytes)
             if fault == "raise":
                 raise WorkerFailure("error", f"injected fault in {self.position}")
             try:
@@ -246,7 +242,7 @@ class Worker:
             except WorkerFailure:
                 raise
             except Exception as error:
-                raise self._diagnose(error, self.position) from None
+                raise diagnose(error, self.position, self.watch, config.timeout) from None
             self.wrong_total += wrong
             if self.rank == 0:
                 scale = op.messages_per_iteration(ctx, bufs)
@@ -358,34 +354,6 @@ class Worker:
             self.progress = None
 
     # ---- failures -----------------------------------------------------------------------
-    def _fault(self, op_name: str, size_bytes: int) -> str:
-        parts = os.environ.get(FAULT_ENV, "").split(":")
-        if parts[:3] != [str(self.rank), op_name, str(size_bytes)]:
-            return ""
-        return parts[3] if len(parts) > 3 else "raise"
-
-    def _diagnose(self, error: Exception, position: str) -> WorkerFailure:
-        """Turn a backend exception into a message naming the op, the size and the culprits."""
-        text = _first_line(error)
-        lowered = text.lower()
-        if "timed out" in lowered or "timeout" in lowered:
-            stopped, missing = self.watch.silent_ranks() if self.watch else ([], [])
-            culprits = []
-            if stopped:
-                culprits.append(f"rank {_ranks(stopped)} stopped responding")
-            if missing:
-                culprits.append(f"rank {_ranks(missing)} never arrived")
-            lagging = self.watch.lagging(position) if self.watch else []
-            if lagging:
-                culprits.append("; ".join(f"rank {r} was at {where}" for r, where in lagging))
-            blame = "; ".join(culprits) or "no rank was found silent: a peer may be stuck"
-            return WorkerFailure(
-                "timeout", f"timeout after {self.config.timeout:g}s in {position}: {blame}"
-            )
-        if "connection" in lowered or "closed" in lowered or "reset" in lowered:
-            return WorkerFailure("peer", f"lost a peer in {position}: {text}")
-        return WorkerFailure("error", f"{type(error).__name__} in {position}: {text}")
-
     def fail(self, failure: WorkerFailure) -> None:
         self._stop_progress()
         if self.watch is not None:
@@ -408,25 +376,3 @@ class Worker:
             with contextlib.suppress(Exception):
                 dist.destroy_process_group()
 
-
-def _die_with_parent() -> None:
-    """A rank started by commbench must not outlive it (kill -9 of the launcher included)."""
-    import ctypes
-    import signal
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the agent still stops ranks on failure
-        return
-    if os.getppid() == 1:  # the launcher died before prctl took effect
-        os._exit(EXIT_RUN_FAILED)
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
-
-
-def _ranks(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks))
