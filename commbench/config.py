@@ -128,6 +128,8 @@ def validate(config: RunConfig, world: int) -> None:
             if reason:
                 raise UsageError(reason)
             on_cuda = config.device_for(backend) == "cuda"
+            if backend == "nccl" and not on_cuda:
+                raise UsageError("nccl moves CUDA tensors only: drop --device cpu or use gloo")
             if config.cuda_graph and (backend != "nccl" or not on_cuda):
                 raise UsageError("--cuda-graph needs nccl with CUDA buffers (gloo cannot capture)")
             if backend == "gloo" and on_cuda and name not in GLOO_CUDA_OPS:

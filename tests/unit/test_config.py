@@ -27,6 +27,7 @@ def config(**kw):
         ({"reduce_op": "avg", "dtype": "int32"}, 2, "gloo cannot average int32"),
         ({"cuda_graph": True}, 2, "--cuda-graph"),
         ({"device": "tpu"}, 2, "unknown device"),
+        ({"backends": ("nccl",), "device": "cpu"}, 2, "nccl moves CUDA tensors only"),
     ],
 )
 def test_bad_input_is_refused(kw, world, message):
