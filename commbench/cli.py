@@ -33,6 +33,23 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from commbench import __version__
+
+        print(f"commbench {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Measure collective communication through torch.distributed."""
+
+
 def _measuring_options(
     sizes: str = typer.Option(
         DEFAULT_SIZES, "--sizes", "-s",

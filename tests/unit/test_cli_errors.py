@@ -70,3 +70,12 @@ def test_help_is_fast_and_torch_free():
     assert done.returncode == 0, done.stderr
     assert "allreduce" in done.stdout
     assert time.perf_counter() - start < 5  # generous: the target (0.5 s) is in make bench
+
+
+def test_version(capsys):
+    from commbench import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"commbench {__version__}\n"
