@@ -82,6 +82,14 @@ def doctor_worker(config: RunConfig, env: RankEnv | None = None) -> list[dict] |
         report = {"rank": worker.rank, "host": socket.gethostname(),
                   "local_rank": worker.env.local_rank, "join_s": joined,
                   "barrier_us": barrier_us, "allreduce_us": allreduce_us}
+        if "nccl" in worker.config.backends:  # communicator set-up plus one tiny allreduce
+            start = time.perf_counter()
+            on_gpu = torch.ones(1, device="cuda")
+            dist.all_reduce(on_gpu, group=worker.group_for("nccl"))
+            torch.cuda.synchronize()
+            report["nccl_us"] = (time.perf_counter() - start) * 1e6
+            if int(on_gpu.item()) != worker.world:
+                raise WorkerFailure("error", f"nccl allreduce gave {on_gpu.item()}")
         reports = worker.control.objects(report)
         return reports if worker.rank == 0 else None
 
@@ -94,7 +102,7 @@ def run_doctor(nproc: int | None, timeout: float, backend: str) -> int:
 
     from commbench import launch
     from commbench.errors import EXIT_OK, UsageError
-    from commbench.measure_command import resolve_backends
+    from commbench.measure_command import check_backends, resolve_backends
 
     env = launch.detect()
     if env is not None and nproc is not None:
@@ -112,6 +120,7 @@ def run_doctor(nproc: int | None, timeout: float, backend: str) -> int:
             table.add_row(item, finding)
         console.print(table)
     config = RunConfig(ops=("allreduce",), backends=backends, timeout=timeout)
+    check_backends(config, env.local_world if env else world)
     if env is None:
         from commbench.agent import run_local
 
@@ -122,11 +131,14 @@ def run_doctor(nproc: int | None, timeout: float, backend: str) -> int:
         if env.rank != 0:
             return EXIT_OK
     table = Table(title=f"rendezvous of {world} rank(s)", title_justify="left")
-    for header in ("rank", "host", "local rank", "join s", "barrier us", "allreduce us"):
+    nccl = "nccl_us" in reports[0]
+    headers = ["rank", "host", "local rank", "join s", "barrier us", "allreduce us"]
+    for header in headers + (["nccl first allreduce us"] if nccl else []):
         table.add_column(header, justify="right")
     for r in reports:
-        table.add_row(str(r["rank"]), r["host"], str(r["local_rank"]), f"{r['join_s']:.2f}",
-                      f"{r['barrier_us']:.0f}", f"{r['allreduce_us']:.0f}")
+        cells = [str(r["rank"]), r["host"], str(r["local_rank"]), f"{r['join_s']:.2f}",
+                 f"{r['barrier_us']:.0f}", f"{r['allreduce_us']:.0f}"]
+        table.add_row(*cells, *([f"{r['nccl_us']:.0f}"] if nccl else []))
     console.print(table)
     console.print(f"all {world} rank(s) arrived and agree")
     return EXIT_OK

@@ -62,7 +62,7 @@ def measure(ops: tuple[str, ...], options: dict) -> int:
         command_line=tuple(["commbench", *sys.argv[1:]]),
     )
     validate(config, world)
-    _check_backends(config, env.local_world if env else world)
+    check_backends(config, env.local_world if env else world)
     if env is None:
         _check_host_memory(config, world)
     return _launch(config, env, world, options)
@@ -95,8 +95,8 @@ def _default_nproc(backends: tuple[str, ...]) -> int:
     return 2
 
 
-def _check_backends(config: RunConfig, local_ranks: int) -> None:
-    """A listed backend this machine lacks is refused before anything runs."""
+def check_backends(config: RunConfig, local_ranks: int) -> None:
+    """A listed backend this machine lacks is refused before anything runs (exit 2)."""
     import torch
     import torch.distributed as dist
 

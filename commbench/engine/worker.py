@@ -120,7 +120,7 @@ class Worker:
             raise diagnose(error, "rendezvous", self.watch, timeout) from None
         self.control = Control(dist.group.WORLD, env.world)
 
-    def _group_for(self, backend: str):
+    def group_for(self, backend: str):
         """One group per backend for the whole run (an NCCL communicator costs seconds)."""
         if backend == "gloo":
             return dist.group.WORLD
@@ -202,7 +202,7 @@ class Worker:
     def _measure_op(self, backend: str, op, pattern: str) -> None:
         config = self.config
         device = config.device_for(backend)
-        group = self._group_for(backend)
+        group = self.group_for(backend)
         ctx = OpContext(
             rank=self.rank,
             world=self.world,

@@ -86,3 +86,13 @@ def test_nccl_multi_rank(run_cli):
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert rows and all(r["wrong"] == 0 for r in rows)
+
+
+def test_doctor_tries_nccl():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "commbench", "doctor", "--nproc", "1",
+                           "--backend", "nccl"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "nccl first allreduce us" in done.stdout

@@ -79,3 +79,14 @@ def test_version(capsys):
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out == f"commbench {__version__}\n"
+
+
+def test_doctor_refuses_a_missing_backend(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: tests/gpu covers doctor with nccl")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["doctor", "--backend", "nccl"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "nccl is not available" in err
