@@ -90,7 +90,9 @@ class _Agent(LocalElasticAgent):
     """torch's agent, with a bounded stop: its default waits 30 s after SIGTERM, which a
     SIGSTOPped rank never acts on, before SIGKILL."""
 
-    first_failures: dict[int, int] = {}  # local rank -> exit code, before anyone was stopped
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.first_failures: dict[int, int] = {}  # local rank -> exit code, before any stop
 
     def _monitor_workers(self, worker_group):
         processes = getattr(getattr(self._pcontext, "_pc", None), "processes", [])

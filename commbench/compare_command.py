@@ -62,10 +62,10 @@ def run_compare(paths, threshold_text, metric, sizes, fail_on_regression, markdo
     if out:
         from pathlib import Path
 
-        from commbench.report import _overlay
+        from commbench.report import overlay_plots
 
         Path(out).mkdir(parents=True, exist_ok=True)
-        _overlay(runs, Path(out))
+        overlay_plots(runs, Path(out))
     if fail_on_regression and counts["slower"]:
         return EXIT_FINDING
     return EXIT_OK

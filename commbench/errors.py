@@ -25,12 +25,6 @@ class UsageError(CommbenchError):
     exit_code = EXIT_USAGE
 
 
-class EnvironmentFault(CommbenchError):
-    """The machine, not the command line, is at fault (missing library, no loopback, ...)."""
-
-    exit_code = EXIT_RUN_FAILED
-
-
 class RunFailed(CommbenchError):
     """A rank crashed, timed out or hit a backend error; partial results are kept."""
 

@@ -43,7 +43,7 @@ def _value(meta: dict, keys: tuple[str, ...]) -> str:
     return str(value)
 
 
-def _overlay(runs: list[Run], out: Path) -> dict[str, Path]:
+def overlay_plots(runs: list[Run], out: Path) -> dict[str, Path]:
     """Bandwidth and latency plots with every run overlaid."""
     import pandas as pd
 
@@ -62,7 +62,7 @@ def build(paths: list[str], out: str | Path) -> tuple[Path, Path]:
     runs = [load_run(p) for p in paths]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    images = _overlay(runs, out)
+    images = overlay_plots(runs, out)
     comparisons = []
     for run in runs[1:]:
         frame = compare_rows(runs[0].rows, run.rows).assign(candidate=run.name)

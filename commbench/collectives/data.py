@@ -12,6 +12,7 @@ to keep ``commbench --help`` free of it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -57,8 +58,12 @@ class ReducePattern:
         return lambda index: self.expected.to(index.device)[index % period]
 
 
+@functools.lru_cache(maxsize=16)
 def reduce_pattern(reduce_op: str, dtype_name: str, world: int) -> ReducePattern:
-    """Build inputs for ``reduce_op`` over ``world`` ranks that reduce exactly in ``dtype_name``."""
+    """Inputs for ``reduce_op`` over ``world`` ranks that reduce exactly in ``dtype_name``.
+
+    Cached: prepare and check ask for the same pattern at every size.
+    """
     import torch
 
     dtype = getattr(torch, dtype_name)
