@@ -18,9 +18,11 @@ import statistics
 import sys
 import time
 
+from commbench import compat
+
 
 def make_call(dist, op, buf, small, peer, first):
-    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    gather = compat.all_gather_single(dist)
     if op == "allreduce":
         return lambda: dist.all_reduce(buf)
     if op == "allgather":

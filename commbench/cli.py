@@ -1,7 +1,8 @@
-"""The command line: parse -> a frozen RunConfig -> launch -> render -> exit code.
+"""The command line: parse -> typed specs -> a command -> exit code.
 
-The only module that imports typer and rich. torch, pandas and matplotlib are imported inside
-the commands, so ``commbench --help`` and shell completion stay fast.
+The only module that imports typer. torch, pandas and matplotlib are imported inside the
+commands, so ``commbench --help`` and shell completion stay fast. Every default shown here is
+read from the specs in config.py, where it is stated once.
 """
 
 
@@ -13,14 +14,25 @@ from typing import Optional
 import typer
 
 from commbench import collectives
-from commbench.config import DEFAULT_MIN_TIME, DEFAULT_SIZES, DEFAULT_TIMEOUT
+from commbench.config import (
+    BACKENDS,
+    DEFAULT_FACTOR,
+    DEFAULT_SIZES,
+    DEFAULTS,
+    OUTPUT_DEFAULTS,
+    MeasureSpec,
+    OutputSpec,
+    parse_list,
+    parse_ops,
+    parse_patterns,
+)
 from commbench.errors import EXIT_OK, EXIT_USAGE, CommbenchError
 
 METRICS_HELP = (
     "Time = median over samples of the slowest rank's time per call. "
-    "algbw = size / time; busbw = algbw x factor (nccl-tests): allreduce 2(n-1)/n; "
-    "allgather, reduce-scatter, alltoall, gather, scatter (n-1)/n; broadcast, reduce 1; "
-    "p2p 1 (bidir 2). GB/s = 1e9 bytes/s."
+    "algbw = size / time; busbw = algbw x factor (nccl-tests): "
+    + collectives.busbw_factors_text()
+    + ". GB/s = 1e9 bytes/s."
 )
 
 app = typer.Typer(
@@ -56,115 +68,142 @@ def _measuring_options(
         help="Sizes and ranges, e.g. 8-64M or 1K,64K,1M; bytes of the largest buffer per rank; "
         "units B, K, M, G are powers of 1024.",
     ),
-    factor: float = typer.Option(2.0, "--factor", "-f", help="Multiplicative step of ranges."),
+    factor: float = typer.Option(DEFAULT_FACTOR, "--factor", "-f",
+                                 help="Multiplicative step of ranges."),
     backend: str = typer.Option(
-        "auto", "--backend", "-b",
+        ",".join(DEFAULTS.backends), "--backend", "-b",
         help="gloo, nccl, or a list (gloo,nccl) measured side by side; auto: nccl with GPUs.",
     ),
-    device: str = typer.Option("auto", "--device", help="cpu or cuda (auto: cuda for nccl)."),
+    device: str = typer.Option(DEFAULTS.device, "--device",
+                               help="cpu or cuda (auto: cuda for nccl)."),
     nproc: Optional[int] = typer.Option(  # noqa: UP045 (typer reads the annotation)
-        None, "--nproc", "-n", help="Local ranks to start (default: GPUs for nccl, else 2)."
+        DEFAULTS.nproc, "--nproc", "-n", help="Local ranks to start (default: GPUs for nccl, "
+        "else 2)."
     ),
-    dtype: str = typer.Option("float32", "--dtype", "-d", help="float32, float16, bfloat16, "
-                              "float64, int8, uint8, int32 or int64."),
-    op: str = typer.Option("sum", "--op", help="Reduction: sum, prod, min, max or avg."),
-    root: int = typer.Option(0, "--root", help="Root rank of rooted collectives."),
+    dtype: str = typer.Option(DEFAULTS.dtype, "--dtype", "-d", help="float32, float16, "
+                              "bfloat16, float64, int8, uint8, int32 or int64."),
+    op: str = typer.Option(DEFAULTS.reduce_op, "--op",
+                           help="Reduction: sum, prod, min, max or avg."),
+    root: int = typer.Option(DEFAULTS.root, "--root", help="Root rank of rooted collectives."),
     pattern: str = typer.Option(
-        "pingpong", "--pattern",
+        ",".join(DEFAULTS.patterns), "--pattern",
         help="p2p pattern(s): pingpong, unidir, bidir, ring, a list, or all.",
     ),
     ops: str = typer.Option("allreduce", "--ops", help="Ops to run (comma list, or all)."),
     warmup: Optional[int] = typer.Option(  # noqa: UP045
-        None, "--warmup", "-w", help="Untimed iterations per size (default: up to 5)."
+        DEFAULTS.warmup, "--warmup", "-w", help="Untimed iterations per size (default: up to 5)."
     ),
     iters: Optional[int] = typer.Option(  # noqa: UP045
-        None, "--iters", "-i", help="Fixed timed iterations per size (default: adaptive)."
+        DEFAULTS.iters, "--iters", "-i", help="Fixed timed iterations per size (default: "
+        "adaptive)."
     ),
     min_time: float = typer.Option(
-        DEFAULT_MIN_TIME, "--min-time", help="Seconds of timed work per size (adaptive mode)."
+        DEFAULTS.min_time, "--min-time", help="Seconds of timed work per size (adaptive mode)."
     ),
     check: bool = typer.Option(
-        True, "--check/--no-check", help="Verify every result element after timing."
+        DEFAULTS.check, "--check/--no-check", help="Verify every result element after timing."
     ),
-    inplace: bool = typer.Option(False, "--inplace", help="In-place variant where one exists."),
+    inplace: bool = typer.Option(DEFAULTS.inplace, "--inplace",
+                                 help="In-place variant where one exists."),
     blocking: bool = typer.Option(
-        False, "--blocking", help="CUDA: wait for each call before the next (nccl-tests -z 1)."
+        DEFAULTS.blocking, "--blocking",
+        help="CUDA: wait for each call before the next (nccl-tests -z 1).",
     ),
     cuda_graph: bool = typer.Option(
-        False, "--cuda-graph", help="CUDA: capture a block in a CUDA graph, time replays."
+        DEFAULTS.cuda_graph, "--cuda-graph",
+        help="CUDA: capture a block in a CUDA graph, time replays.",
     ),
     host_timer: bool = typer.Option(
-        False, "--host-timer", help="CUDA: time with the host clock around a synchronize "
-        "(nccl-tests' method) instead of CUDA events."
+        DEFAULTS.host_timer, "--host-timer", help="CUDA: time with the host clock around a "
+        "synchronize (nccl-tests' method) instead of CUDA events."
     ),
     timeout: float = typer.Option(
-        DEFAULT_TIMEOUT, "--timeout", help="Seconds before a hung collective ends the run."
+        DEFAULTS.timeout, "--timeout", help="Seconds before a hung collective ends the run."
     ),
-    out: str = typer.Option("results", "--out", "-o", help="Results root folder."),
-    name: Optional[str] = typer.Option(None, "--name", help="Run name (folder name)."),  # noqa: UP045
-    json_rows: bool = typer.Option(False, "--json", help="JSON rows on stdout, no table."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-) -> dict:
-    return dict(locals())
+    out: str = typer.Option(OUTPUT_DEFAULTS.out, "--out", "-o", help="Results root folder."),
+    name: Optional[str] = typer.Option(  # noqa: UP045
+        OUTPUT_DEFAULTS.name, "--name", help="Run name (folder name)."
+    ),
+    json_rows: bool = typer.Option(OUTPUT_DEFAULTS.json_rows, "--json",
+                                   help="JSON rows on stdout, no table."),
+    quiet: bool = typer.Option(OUTPUT_DEFAULTS.quiet, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """A signature only: the options every measuring command may take (see _command_for)."""
 
 
 _COMMON = inspect.signature(_measuring_options)
-_ONLY = {"root": "rooted", "pattern": "p2p", "ops": "run"}
-_UNSIZED = {"sizes", "factor", "op", "inplace", "dtype", "root", "pattern"}
+# Options that mean something only for some ops, and what an op must be to get them.
+_SIZED = {"sizes", "factor", "dtype", "inplace"}
 
 
-def _command_for(names: tuple[str, ...] | None, description: str, *, rooted: bool, p2p: bool,
-                 sized: bool, reduces: bool):
-    """A typer command with the shared options, minus those that mean nothing for it."""
+def _takes(op: collectives.Collective | None, option: str) -> bool:
+    """Whether the command for ``op`` (None: ``run``, which may run any op) offers ``option``."""
+    if option == "ops":
+        return op is None
+    if op is None:
+        return True
+    if option in _SIZED:
+        return op.sized
+    if option == "root":
+        return op.rooted
+    if option == "op":
+        return op.reduces
+    if option in ("pattern",):
+        return option in op.extra_options
+    return True
+
+
+def _command_for(op: collectives.Collective | None, description: str):
+    """A typer command with the shared options, minus those that mean nothing for ``op``."""
 
     def command(**options) -> None:
-        ops = names or _parse_ops(options.pop("ops"))
-        _exit(_measure(ops, options))
+        ops = (op.name,) if op is not None else parse_ops(options.pop("ops"))
+        spec, output = _specs(ops, options)
+        from commbench.commands.measure import run_measure
 
-    keep = []
-    for parameter in _COMMON.parameters.values():
-        role = _ONLY.get(parameter.name)
-        if role == "rooted" and not rooted:
-            continue
-        if role == "p2p" and not p2p:
-            continue
-        if role == "run" and names is not None:
-            continue
-        if not sized and parameter.name in _UNSIZED:
-            continue
-        if parameter.name == "op" and not reduces:
-            continue
-        keep.append(parameter)
+        raise typer.Exit(run_measure(spec, output))
+
+    keep = [p for p in _COMMON.parameters.values() if _takes(op, p.name)]
     command.__signature__ = _COMMON.replace(parameters=keep, return_annotation=None)
     command.__doc__ = description + "\n\n" + METRICS_HELP
     return command
 
 
-def _parse_ops(text: str) -> tuple[str, ...]:
-    from commbench.config import parse_ops
+# CLI option -> MeasureSpec field, and how its text becomes the field's value.
+_SPEC_FIELDS = {
+    "backend": ("backends", lambda text: parse_list(text, (*BACKENDS, "auto"), "backend")),
+    "op": ("reduce_op", None),
+    "pattern": ("patterns", parse_patterns),
+}
+_OUTPUT_FIELDS = {"out", "name", "json_rows", "quiet"}
 
-    return parse_ops(text)
+
+def _specs(ops: tuple[str, ...], options: dict) -> tuple[MeasureSpec, OutputSpec]:
+    """The typed boundary: what the user typed, over the defaults stated in config.py."""
+    from commbench.sizes import parse_sizes
+
+    measure: dict = {"ops": ops}
+    output: dict = {"command_line": ("commbench", *sys.argv[1:])}
+    for option, value in options.items():
+        if option in _OUTPUT_FIELDS:
+            output[option] = value
+        elif option == "sizes":
+            measure["sizes"] = tuple(parse_sizes(value, options.get("factor", DEFAULT_FACTOR)))
+        elif option == "factor":
+            continue  # read with --sizes
+        else:
+            field, parse = _SPEC_FIELDS.get(option, (option, None))
+            measure[field] = parse(value) if parse else value
+    return MeasureSpec(**measure), OutputSpec(**output)
 
 
 for _op in collectives.REGISTRY.values():
     app.command(_op.name)(
-        _command_for(
-            (_op.name,),
-            f"{_op.summary} busbw factor: {_op.factor_text}.",
-            rooted=_op.rooted,
-            p2p=_op.name == "p2p",
-            sized=_op.sized,
-            reduces=_op.reduces,
-        )
+        _command_for(_op, f"{_op.summary} busbw factor: {_op.factor_text}.")
     )
 app.command("run")(
     _command_for(
-        None,
-        "Run several ops (--ops allreduce,allgather or --ops all) in one launch, one folder.",
-        rooted=True,
-        p2p=True,
-        sized=True,
-        reduces=True,
+        None, "Run several ops (--ops allreduce,allgather or --ops all) in one launch, one folder."
     )
 )
 
@@ -179,14 +218,15 @@ def doctor(
 ) -> None:
     """Preflight: versions, devices, launcher, then a rendezvous, barrier and tiny allreduce
     across all ranks, naming any rank that does not arrive."""
-    from commbench.doctor import run_doctor
+    from commbench.commands.doctor import run_doctor
 
-    _exit(run_doctor(nproc, timeout, backend))
+    backends = parse_list(backend, (*BACKENDS, "auto"), "backend")
+    raise typer.Exit(run_doctor(nproc, timeout, backends))
 
 
 @app.command("compare")
 def compare(
-    runs: list[str] = typer.Argument(..., help="Result folders (or their results.jsonl): "
+    runs: list[str] = typer.Argument(..., help="Result folders (or the JSONL file of one): "
                                      "BASE NEW [NEW ...]; one run compares its backends."),
     threshold: str = typer.Option("5%", "--threshold", "-t", help="Smallest change that "
                                   "counts (5% or 0.05)."),
@@ -207,10 +247,10 @@ def compare(
 ) -> None:
     """Compare runs: baseline, new, ratio and a verdict per (op, backend, size). A row is slower
     only beyond --threshold AND when the 95% intervals of the medians do not overlap."""
-    from commbench.compare_command import run_compare
+    from commbench.commands.compare import run_compare
 
-    _exit(run_compare(runs, threshold, metric, sizes, fail_on_regression, markdown, json_rows,
-                      out))
+    raise typer.Exit(run_compare(runs, threshold, metric, sizes, fail_on_regression, markdown,
+                                 json_rows, out))
 
 
 @app.command("report")
@@ -219,20 +259,9 @@ def report(
     out: str = typer.Option("results/report", "--out", "-o", help="Folder for the report."),
 ) -> None:
     """Write report.md and a self-contained report.html (plots embedded) over the runs."""
-    from commbench.report import build
+    from commbench.commands.report import run_report
 
-    md_path, html_path = build(runs, out)
-    print(f"wrote {md_path} and {html_path}")
-
-
-def _measure(ops: tuple[str, ...], options: dict) -> int:
-    from commbench.measure_command import measure
-
-    return measure(ops, options)
-
-
-def _exit(code: int) -> None:
-    raise typer.Exit(code)
+    raise typer.Exit(run_report(runs, out))
 
 
 def main(argv: list[str] | None = None) -> None:

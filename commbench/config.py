@@ -28,12 +28,9 @@ BACKENDS = ("gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
 
 DEFAULT_SIZES = "8-64M"
+DEFAULT_FACTOR = 2.0
 DEFAULT_MIN_TIME = 1.5
 DEFAULT_TIMEOUT = 300.0
-
-
-# gloo moves CUDA tensors for these collectives only (torch.distributed's backend table).
-GLOO_CUDA_OPS = frozenset({"allreduce", "broadcast", "barrier"})
 
 
 def unsupported(backend: str, dtype: str, reduce_op: str, reduces: bool) -> str:
@@ -49,12 +46,17 @@ def unsupported(backend: str, dtype: str, reduce_op: str, reduces: bool) -> str:
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    """One invocation of a measuring command, as every rank sees it."""
+class MeasureSpec:
+    """What the ranks of one measuring command do. Frozen, torch-free, pickled to every rank.
+
+    The defaults here are the only ones: the CLI shows them and builds the spec from what the
+    user typed, leaving everything else to these values.
+    """
 
     ops: tuple[str, ...]
-    backends: tuple[str, ...] = ("gloo",)
+    backends: tuple[str, ...] = ("auto",)
     device: str = "auto"
+    nproc: int | None = None  # local ranks when commbench starts them (None: GPUs or 2)
     sizes: tuple[int, ...] = ()
     dtype: str = "float32"
     reduce_op: str = "sum"
@@ -69,16 +71,30 @@ class RunConfig:
     blocking: bool = False
     cuda_graph: bool = False
     host_timer: bool = False  # CUDA: perf_counter around a synchronize, as nccl-tests does
-    run_dir: str = ""
-    json_rows: bool = False
-    progress: bool = False
-    command_line: tuple[str, ...] = field(default_factory=tuple)
 
     def device_for(self, backend: str) -> str:
         """Buffers live on the GPU for NCCL and on the CPU for gloo unless --device says so."""
         if self.device != "auto":
             return self.device
         return "cuda" if backend == "nccl" else "cpu"
+
+    def uses_cuda(self) -> bool:
+        return any(self.device_for(backend) == "cuda" for backend in self.backends)
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """Where a measuring command puts its results and how it shows them (rank 0 only)."""
+
+    out: str = "results"
+    name: str | None = None
+    json_rows: bool = False
+    quiet: bool = False
+    command_line: tuple[str, ...] = field(default_factory=tuple)
+
+
+DEFAULTS = MeasureSpec(ops=())
+OUTPUT_DEFAULTS = OutputSpec()
 
 
 def parse_list(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -93,13 +109,23 @@ def parse_list(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...
 
 
 def parse_ops(text: str) -> tuple[str, ...]:
+    """``--ops``: a comma list of command names (``_`` for ``-`` is fine), or ``all``."""
     names = tuple(collectives.REGISTRY)
     if text.strip().lower() == "all":
         return names
     return parse_list(text.replace("_", "-"), names, "op")
 
 
-def validate(config: RunConfig, world: int) -> None:
+def parse_patterns(text: str) -> tuple[str, ...]:
+    """``--pattern``: p2p patterns, a comma list, or ``all``."""
+    from commbench.collectives.p2p import PATTERNS
+
+    if text.strip().lower() == "all":
+        return PATTERNS
+    return parse_list(text, PATTERNS, "pattern")
+
+
+def validate(config: MeasureSpec, world: int) -> None:
     """Refuse what cannot run, before any process starts (SPEC §7: exit 2, one line)."""
     if config.dtype not in DTYPES:
         raise UsageError(f"unknown dtype {config.dtype!r} (choose from {', '.join(DTYPES)})")
@@ -132,8 +158,9 @@ def validate(config: RunConfig, world: int) -> None:
                 raise UsageError("nccl moves CUDA tensors only: drop --device cpu or use gloo")
             if config.cuda_graph and (backend != "nccl" or not on_cuda):
                 raise UsageError("--cuda-graph needs nccl with CUDA buffers (gloo cannot capture)")
-            if backend == "gloo" and on_cuda and name not in GLOO_CUDA_OPS:
+            if backend == "gloo" and on_cuda and not op.gloo_cuda:
+                movable = sorted(o.name for o in collectives.REGISTRY.values() if o.gloo_cuda)
                 raise UsageError(
                     f"gloo cannot run {name} on CUDA tensors (it can: "
-                    f"{', '.join(sorted(GLOO_CUDA_OPS))}); use --backend nccl or --device cpu"
+                    f"{', '.join(movable)}); use --backend nccl or --device cpu"
                 )

@@ -37,3 +37,12 @@ def get(name: str) -> Collective:
 def row_name(name: str) -> str:
     """The ``op`` column holds the command name with ``_`` for ``-`` (SPEC §2)."""
     return name.replace("-", "_")
+
+
+def busbw_factors_text() -> str:
+    """Every sized op's busbw factor, grouped, for --help (from the descriptors, not by hand)."""
+    groups: dict[str, list[str]] = {}
+    for op in REGISTRY.values():
+        if op.sized:
+            groups.setdefault(op.factor_text, []).append(op.name)
+    return "; ".join(f"{', '.join(names)} {factor}" for factor, names in groups.items())

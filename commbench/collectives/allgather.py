@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from commbench import compat
 from commbench.collectives import data
 from commbench.collectives.base import Buffers, Collective, Layout, OpContext, ring_factor
 
@@ -38,8 +39,7 @@ class AllGather(Collective):
     def call(self, ctx: OpContext, bufs: Buffers):
         import torch.distributed as dist
 
-        # all_gather_into_tensor is deprecated from torch 2.13 in favour of all_gather_single.
-        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        gather = compat.all_gather_single(dist)
         return functools.partial(gather, bufs.recv, bufs.send, group=ctx.group)
 
 

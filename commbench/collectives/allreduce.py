@@ -13,6 +13,7 @@ class AllReduce(Collective):
     summary = "Time all_reduce: every rank gets the reduction of all ranks' buffers."
     reduces = True
     in_place_only = True
+    gloo_cuda = True
     factor_text = "2(n-1)/n"
 
     # Ring allreduce = reduce-scatter + allgather: each rank moves 2(n-1)/n of the data.

@@ -11,6 +11,7 @@ class Barrier(Collective):
     name = "barrier"
     summary = "Time barrier latency (no sizes)."
     sized = False
+    gloo_cuda = True
     factor_text = "0 (no data)"
 
     factor = staticmethod(lambda world: 0.0)

@@ -61,6 +61,9 @@ class Collective:
     in_place_only: bool = False  # torch offers only the in-place form (all_reduce, broadcast)
     has_in_place: bool = False  # torch offers both forms
     min_world: int = 1
+    gloo_cuda: bool = False  # gloo moves CUDA tensors for this op (torch's backend table)
+    # Command-line options that mean something for this op only (beyond the shared ones).
+    extra_options: frozenset[str] = frozenset()
     # busbw = algbw x factor(n), nccl-tests doc/PERFORMANCE.md; factor_text as the docs print it.
     factor: Callable[[int], float] = staticmethod(lambda world: 1.0)
     factor_text: str = "1"
@@ -78,6 +81,15 @@ class Collective:
     def messages_per_iteration(self, ctx: OpContext, bufs: Buffers) -> int:
         """How many transfers one call makes; a row reports the time of one transfer."""
         return 1
+
+    def variants(self, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        """The variants a run measures one after the other (p2p: its patterns); '' = one."""
+        return ("",)
+
+    def bytes_needed(self, ctx: OpContext, count: int, itemsize: int) -> int:
+        """Bytes of buffers this rank allocates at ``count`` (both memory checks use it)."""
+        layout = self.layout(ctx, count)
+        return (layout.send + layout.recv) * itemsize
 
     def is_in_place(self, ctx: OpContext) -> bool:
         return self.in_place_only or (ctx.inplace and self.has_in_place)

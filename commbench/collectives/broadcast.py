@@ -13,6 +13,7 @@ class Broadcast(Collective):
     summary = "Time broadcast from --root to every rank."
     rooted = True
     in_place_only = True
+    gloo_cuda = True
     factor_text = "1"
 
     def prepare(self, ctx: OpContext, bufs: Buffers) -> None:

@@ -39,6 +39,10 @@ class PointToPoint(Collective):
     summary = "Time point-to-point transfers: --pattern pingpong|unidir|bidir|ring."
     min_world = 2
     factor_text = "1 (bidir: 2, both directions)"
+    extra_options = frozenset({"pattern"})
+
+    def variants(self, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        return patterns
 
     def busbw_factor(self, world: int, pattern: str = "") -> float:
         return 2.0 if pattern == "bidir" else 1.0

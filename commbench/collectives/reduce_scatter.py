@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from commbench import compat
 from commbench.collectives import data
 from commbench.collectives.base import Buffers, Collective, Layout, OpContext, ring_factor
 
@@ -41,7 +42,7 @@ class ReduceScatter(Collective):
     def call(self, ctx: OpContext, bufs: Buffers):
         import torch.distributed as dist
 
-        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        scatter = compat.reduce_scatter_single(dist)
         return functools.partial(scatter, bufs.recv, bufs.send, op=ctx.torch_op, group=ctx.group)
 
 

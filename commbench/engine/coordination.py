@@ -18,6 +18,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from commbench import compat
+
 WATCH_PREFIX = "commbench/watch"
 
 
@@ -27,10 +29,15 @@ class Control:
     def __init__(self, group, world: int) -> None:
         self._group = group
         self._world = world
-        self._gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        # Bound now: fault injection may later wrap torch.distributed's functions, and the
+        # control channel must keep working while the measured collective is broken.
+        self._gather = compat.all_gather_single(dist)
+        self._all_reduce = dist.all_reduce
+        self._barrier = dist.barrier
+        self._gather_object = dist.all_gather_object
 
     def barrier(self) -> None:
-        dist.barrier(group=self._group)
+        self._barrier(group=self._group)
 
     def gather(self, values: list[float]) -> np.ndarray:
         """All-gather a few floats from every rank: world x len(values)."""
@@ -41,12 +48,12 @@ class Control:
 
     def total(self, value: int) -> int:
         tensor = torch.tensor([value], dtype=torch.int64)
-        dist.all_reduce(tensor, group=self._group)
+        self._all_reduce(tensor, group=self._group)
         return int(tensor.item())
 
     def objects(self, value: object) -> list:
         out: list = [None] * self._world
-        dist.all_gather_object(out, value, group=self._group)
+        self._gather_object(out, value, group=self._group)
         return out
 
 

@@ -1,18 +1,21 @@
-"""How a rank fails: one-line diagnoses naming the op, the size and the culprits; fault
-injection for the tests; and never outliving the launcher."""
+"""How a rank fails: one-line diagnoses naming the op, the size and the culprits, the launcher's
+explanation of a failed run from what the ranks left in the store, and fault injection for the
+tests."""
 
 from __future__ import annotations
 
 import os
+import signal
 
-from commbench.errors import EXIT_RUN_FAILED
+from commbench.engine.coordination import read_reports
+from commbench.errors import RunFailed
 
 # Fault injection for the tests: "RANK:OP:SIZE[:raise|corrupt]" makes that rank raise before
 # measuring that size, or corrupt one result element before the check compares.
 FAULT_ENV = "COMMBENCH_FAULT"
 
 
-class WorkerFailure(Exception):
+class RankFailure(RunFailed):
     """A rank's failure, already worded for the user; ``kind`` is timeout, peer or error."""
 
     def __init__(self, kind: str, message: str) -> None:
@@ -28,7 +31,7 @@ def injected_fault(rank: int, op_name: str, size_bytes: int) -> str:
     return parts[3] if len(parts) > 3 else "raise"
 
 
-def diagnose(error: Exception, position: str, watch, timeout: float) -> WorkerFailure:
+def diagnose(error: Exception, position: str, watch, timeout: float) -> RankFailure:
     """Turn a backend exception into a message naming the op, the size and the culprits.
 
     On a timeout the survivors read the heartbeats and positions in the store: a rank whose
@@ -46,24 +49,10 @@ def diagnose(error: Exception, position: str, watch, timeout: float) -> WorkerFa
         for rank, where in watch.lagging(position) if watch else []:
             culprits.append(f"rank {rank} was at {where}")
         blame = "; ".join(culprits) or "no rank was found silent: a peer may be stuck"
-        return WorkerFailure("timeout", f"timeout after {timeout:g}s in {position}: {blame}")
+        return RankFailure("timeout", f"timeout after {timeout:g}s in {position}: {blame}")
     if "connection" in lowered or "closed" in lowered or "reset" in lowered:
-        return WorkerFailure("peer", f"lost a peer in {position}: {text}")
-    return WorkerFailure("error", f"{type(error).__name__} in {position}: {text}")
-
-
-def die_with_parent() -> None:
-    """A rank started by commbench must not outlive it (kill -9 of the launcher included)."""
-    import ctypes
-    import signal
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the agent still stops ranks on failure
-        return
-    if os.getppid() == 1:  # the launcher died before prctl took effect
-        os._exit(EXIT_RUN_FAILED)
+        return RankFailure("peer", f"lost a peer in {position}: {text}")
+    return RankFailure("error", f"{type(error).__name__} in {position}: {text}")
 
 
 def first_line(error: BaseException) -> str:
@@ -73,3 +62,31 @@ def first_line(error: BaseException) -> str:
 
 def _ranks(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks))
+
+
+def explain(exit_codes: dict[int, int], store, world: int) -> str:
+    """One line for the user: the root cause first (a timeout report, a killed rank, an error).
+
+    ``exit_codes`` holds the ranks that had failed when the failure was first seen.
+    """
+    errors, positions = read_reports(store, world)
+
+    def where(rank: int) -> str:
+        return f" during {positions[rank]}" if rank in positions else ""
+
+    timeouts = [e for e in errors.values() if e["kind"] == "timeout"]
+    if timeouts:
+        return min(timeouts, key=lambda e: e["time"])["message"]
+    killed = sorted(rank for rank, code in exit_codes.items() if code is not None and code < 0)
+    if killed:
+        rank = killed[0]
+        name = signal.Signals(-exit_codes[rank]).name
+        return f"rank {rank} died ({name}){where(rank)}; the other ranks were stopped"
+    if errors:
+        first = min(errors.values(), key=lambda e: e["time"])
+        return f"rank {first['rank']}: {first['message']}"
+    rank = min(exit_codes)
+    return (
+        f"rank {rank} exited with code {exit_codes[rank]}{where(rank)}; "
+        "the other ranks were stopped"
+    )

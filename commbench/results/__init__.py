@@ -1,2 +1,39 @@
-"""Results: the row schema, the run folder (JSONL streamed row by row, CSV, run.json, summary,
-plots) and loading them back. Nothing here imports torch, so compare and report stay light."""
+"""The run folder and its formats: the row schema, results.jsonl / results.csv / run.json, the
+one loader. Nothing here imports torch, so compare, report and the analysis commands stay light.
+"""
+
+from commbench.results.folder import (
+    BANDWIDTH_PNG,
+    CSV,
+    JSONL,
+    LATENCY_PNG,
+    RUN_JSON,
+    SUMMARY,
+    Run,
+    RunWriter,
+    create,
+    default_run_id,
+    finalize,
+    load_run,
+    now,
+    read_rows,
+    rows_frame,
+)
+
+__all__ = [
+    "BANDWIDTH_PNG",
+    "CSV",
+    "JSONL",
+    "LATENCY_PNG",
+    "RUN_JSON",
+    "SUMMARY",
+    "Run",
+    "RunWriter",
+    "create",
+    "default_run_id",
+    "finalize",
+    "load_run",
+    "now",
+    "read_rows",
+    "rows_frame",
+]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+
+# run.json's format_version: a reader refuses a newer major version; a minor bump only adds.
+FORMAT_VERSION = "1.0"
 
 # SPEC §5, in order; extras follow.
 COLUMNS = (
@@ -78,3 +81,45 @@ class Row:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# What a row must have to be compared or reported; every other field may be absent.
+REQUIRED = ("op", "backend", "size_bytes", "lat_us_p50")
+_KINDS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,)}
+_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _field_kinds() -> dict[str, tuple[tuple[type, ...], bool]]:
+    """Row field -> (accepted types, may be null), read off the dataclass annotations."""
+    kinds = {}
+    for spec in fields(Row):
+        text = str(spec.type)
+        optional = "None" in text
+        base = text.replace("| None", "").strip()
+        if base in _KINDS:
+            kinds[spec.name] = (_KINDS[base], optional)
+    return kinds
+
+
+FIELD_KINDS = _field_kinds()
+
+
+def row_problem(record) -> str:
+    """Why ``record`` is not a usable results row ('' when it is)."""
+    if not isinstance(record, dict):
+        return f"a row must be a JSON object, not {type(record).__name__}"
+    for name in REQUIRED:
+        if name not in record:
+            return f"the row has no {name!r}"
+    for name, (types, optional) in FIELD_KINDS.items():
+        if name not in record:
+            continue
+        value = record[name]
+        if value is None and optional:
+            continue
+        is_bool = isinstance(value, bool)
+        if not isinstance(value, types) or (is_bool and bool not in types):
+            return f"{name!r} is {value!r}, not {_NAMES[types[-1]]}"
+    if record["size_bytes"] < 0:
+        return f"'size_bytes' is {record['size_bytes']}, below 0"
+    return ""

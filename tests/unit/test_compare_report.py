@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from commbench.analysis.compare import compare_runs, parse_threshold, size_ranges
 from commbench.cli import main
-from commbench.compare import compare_runs, size_ranges
-from commbench.compare_command import parse_threshold
+from commbench.results import load_run
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -67,7 +67,7 @@ def test_bandwidth_metric_and_size_gate(capsys):
 
 
 def test_backends_compared_within_one_run():
-    frame, _, _ = compare_runs([fx("two-backends")], "lat_us_p50", 0.05, None)
+    frame, _ = compare_runs([load_run(fx("two-backends"))], "lat_us_p50", 0.05, None)
     assert set(frame["verdict"]) == {"faster"}
     assert frame["ratio"].between(0.3, 0.37).all()
     assert set(frame["backend"]) == {"nccl vs gloo"}
@@ -142,12 +142,11 @@ def test_report_is_self_contained_and_escaped(tmp_path, capsys):
 
 
 def test_several_backends_share_a_table_with_a_time_ratio():
-    from commbench import render
-    from commbench.compare import load_run
-    from commbench.results.finish import load_frame
+    from commbench.output.console import table_groups
+    from commbench.results import rows_frame
 
-    frame = load_frame(load_run(fx("two-backends")).rows)
-    groups = render.table_groups(frame)
+    frame = rows_frame(load_run(fx("two-backends")).rows)
+    groups = table_groups(frame)
     assert [title for title, _, _ in groups] == ["allreduce", "allgather"]
     _, headers, rows = groups[0]
     assert headers[3] == "backend" and "time / gloo" in headers
@@ -157,11 +156,10 @@ def test_several_backends_share_a_table_with_a_time_ratio():
 
 
 def test_markdown_summary_flags_unstable_sizes():
-    from commbench import render
-    from commbench.compare import load_run
-    from commbench.results.finish import load_frame
+    from commbench.output.markdown import summary_markdown
+    from commbench.results import rows_frame
 
-    frame = load_frame(load_run(fx("noisy-a")).rows)
-    text = render.summary_markdown(frame, "noisy", {"status": "complete", "world_size": 2})
+    frame = rows_frame(load_run(fx("noisy-a")).rows)
+    text = summary_markdown(frame, "noisy", {"status": "complete", "world_size": 2})
     assert "**Warning**" in text and "median uncertain" in text
     assert "| unstable |" in text

@@ -2,14 +2,15 @@
 
 import pytest
 
-from commbench.config import RunConfig, parse_ops, unsupported, validate
+from commbench.config import MeasureSpec, parse_ops, unsupported, validate
 from commbench.errors import UsageError
 
 
 def config(**kw):
     kw.setdefault("ops", ("allreduce",))
     kw.setdefault("sizes", (8,))
-    return RunConfig(**kw)
+    kw.setdefault("backends", ("gloo",))
+    return MeasureSpec(**kw)
 
 
 @pytest.mark.parametrize(

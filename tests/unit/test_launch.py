@@ -3,7 +3,7 @@
 import pytest
 
 from commbench.errors import UsageError
-from commbench.launch import detect, first_host
+from commbench.launch.environment import detect, first_host
 
 
 def test_no_launcher_means_local():
@@ -92,7 +92,7 @@ def test_ports_derive_from_the_job_id():
 
 
 def test_gloo_binds_where_the_master_is(monkeypatch):
-    from commbench.launch import RankEnv, interface_towards, pin_interfaces
+    from commbench.launch.environment import RankEnv, interface_towards, pin_interfaces
 
     assert interface_towards("127.0.0.1", 29500) == "lo"
     monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
@@ -104,7 +104,7 @@ def test_gloo_binds_where_the_master_is(monkeypatch):
 
 
 def test_a_chosen_interface_is_kept(monkeypatch):
-    from commbench.launch import RankEnv, pin_interfaces
+    from commbench.launch.environment import RankEnv, pin_interfaces
 
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "ib0")
     pin_interfaces(RankEnv("local", 0, 2, 0, 2, "127.0.0.1", 1, True))

@@ -1,18 +1,14 @@
-"""Compare result folders (or backends within one run): ratios, significance, verdicts.
+"""Compare loaded runs (or backends within one run): ratios, significance, verdicts.
 
-Works on files only and never imports torch. A row is ``slower`` only when the change exceeds
-the threshold **and** the two 95 % confidence intervals of the median do not overlap, so noise
-alone cannot fail CI (asv marks such insignificant changes with ``~``; so does this table).
+Data in, data out; never imports torch. A row is ``slower`` only when the change exceeds the
+threshold **and** the two 95 % confidence intervals of the median do not overlap, so noise alone
+cannot fail CI (asv marks such insignificant changes with ``~``; so does this table).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
-
 from commbench.errors import UsageError
-from commbench.results.rundir import JSONL, RUN_JSON
+from commbench.results import Run
 from commbench.results.schema import KEY_COLUMNS
 from commbench.sizes import parse_size
 
@@ -28,37 +24,18 @@ SUSPECT_FIELDS = (
 )
 
 
-@dataclass
-class Run:
-    """A loaded results folder."""
-
-    name: str
-    rows: list[dict]
-    meta: dict
-
-
-def load_run(path: str | Path) -> Run:
-    """A run folder, or a results.jsonl file inside one."""
-    path = Path(path)
-    folder = path.parent if path.is_file() else path
-    jsonl = path if path.is_file() else path / JSONL
-    if not jsonl.exists():
-        raise UsageError(f"no results at {path} (expected a run folder or its {JSONL})")
-    rows = []
-    for number, line in enumerate(jsonl.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            raise UsageError(f"{jsonl}:{number} is not JSON") from None
-    if not rows:
-        raise UsageError(f"{jsonl} holds no rows")
+def parse_threshold(text: str) -> float:
+    """'5%' or '0.05' -> 0.05; a bare number of 1 or more is read as a percentage."""
+    raw = text.strip().rstrip("%")
     try:
-        meta = json.loads((folder / RUN_JSON).read_text())
-    except (OSError, ValueError):
-        meta = {}
-    return Run(name=meta.get("name") or folder.name, rows=rows, meta=meta)
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"bad --threshold {text!r}: use e.g. 5% or 0.05") from None
+    if text.strip().endswith("%") or value >= 1:
+        value /= 100
+    if value < 0:
+        raise UsageError(f"bad --threshold {text!r}: it must not be negative")
+    return value
 
 
 def lookup(meta: dict, keys: tuple[str, ...]):
@@ -149,12 +126,11 @@ def compare_rows(base_rows, new_rows, metric: str = "lat_us_p50", threshold: flo
     return joined[[*keys, "baseline", "new", "ratio", "verdict", "significant", "note"]]
 
 
-def compare_runs(paths: list[str], metric: str, threshold: float, sizes: str | None):
+def compare_runs(runs: list[Run], metric: str, threshold: float, sizes: str | None):
     """Every run after the first against the first; a single run: its backends against the
-    first backend. Returns (comparison frame, warnings, runs)."""
+    first backend. Returns (comparison frame, warnings)."""
     import pandas as pd
 
-    runs = [load_run(p) for p in paths]
     ranges = size_ranges(sizes) if sizes else None
     warnings: list[str] = []
     parts = []
@@ -175,31 +151,7 @@ def compare_runs(paths: list[str], metric: str, threshold: float, sizes: str | N
             warnings += metadata_warnings(runs[0], run)
             part = compare_rows(runs[0].rows, run.rows, metric, threshold, ranges)
             parts.append(part.assign(base=runs[0].name, candidate=run.name))
-    return pd.concat(parts, ignore_index=True), warnings, runs
-
-
-def table_records(frame, metric: str) -> tuple[list[str], list[list[str]]]:
-    """Headers and formatted cells, shared by the console, Markdown and HTML."""
-    from commbench.sizes import format_size
-
-    unit = "us" if metric.startswith("lat") else "GB/s"
-    headers = ["op", "backend", "size", f"baseline {unit}", f"new {unit}", "ratio", "verdict",
-               "", "candidate"]
-    rows = []
-    for record in frame.to_dict("records"):
-        op = record["op"] + (f"/{record['pattern']}" if record.get("pattern") else "")
-        rows.append([
-            op,
-            str(record["backend"]),
-            format_size(int(record["size_bytes"])) if record["size_bytes"] else "-",
-            f"{record['baseline']:.3f}" if unit == "GB/s" else f"{record['baseline']:.1f}",
-            f"{record['new']:.3f}" if unit == "GB/s" else f"{record['new']:.1f}",
-            f"{record['ratio']:.2f}x",
-            record["verdict"],
-            record["note"],
-            str(record["candidate"]),
-        ])
-    return headers, rows
+    return pd.concat(parts, ignore_index=True), warnings
 
 
 def verdict_counts(frame) -> dict[str, int]:

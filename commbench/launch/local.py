@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,8 +27,8 @@ from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalEx
 from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousInfo
 from torch.distributed.elastic.rendezvous.api import RendezvousStoreInfo
 
-from commbench.engine.coordination import read_reports
-from commbench.errors import Interrupted, RunFailed
+from commbench.errors import EXIT_RUN_FAILED, Interrupted, RunFailed
+from commbench.launch.environment import agent_rank_env, pin_interfaces
 
 SHUTDOWN_GRACE_S = 2  # SIGTERM, then SIGKILL after this long
 # How often the agent looks at its ranks. Each look wakes this process, which on a small
@@ -129,12 +130,46 @@ def quiet_torch_logs() -> None:
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def run_local(entry: Callable, args: tuple, nproc: int, timeout: float, cuda: bool) -> dict:
-    """Run ``entry(*args)`` on ``nproc`` local ranks; return rank -> return value.
+def die_with_parent() -> None:
+    """A rank started by commbench must not outlive it (kill -9 of the launcher included)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the agent still stops ranks on failure
+        return
+    if os.getppid() == 1:  # the launcher died before prctl took effect
+        os._exit(EXIT_RUN_FAILED)
+
+
+def _rank_main(entry: Callable, *args):
+    """What each local rank runs: ``entry(rank_env, *args)``; a failure exits with code 3.
+
+    The failure has already been reported to the rendezvous store by the rank, where the
+    launcher reads it and says it once.
+    """
+    env = agent_rank_env()
+    die_with_parent()
+    pin_interfaces(env)
+    try:
+        return entry(env, *args)
+    except RunFailed:
+        sys.exit(EXIT_RUN_FAILED)
+
+
+Explain = Callable[[dict, object, int], str]
+
+
+def run_local(entry: Callable, args: tuple, nproc: int, timeout: float, cuda: bool,
+              explain: Explain) -> dict:
+    """Run ``entry(rank_env, *args)`` on ``nproc`` local ranks; return rank -> return value.
 
     CPU-only runs fork the ranks from this process, which has torch imported already (a
     spawned rank spends a second importing it again); CUDA must not be forked, so runs that
-    touch a GPU spawn. Raises RunFailed (naming the rank, the op and the size) or Interrupted.
+    touch a GPU spawn. When a rank fails, ``explain(exit_codes, store, nproc)`` words the
+    one-line reason from what the ranks left in the store; raises RunFailed with it, or
+    Interrupted.
     """
     quiet_torch_logs()
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -148,8 +183,8 @@ def run_local(entry: Callable, args: tuple, nproc: int, timeout: float, cuda: bo
         role="commbench",
         local_world_size=nproc,
         rdzv_handler=rendezvous,
-        entrypoint=entry,
-        args=args,
+        entrypoint=_rank_main,
+        args=(entry, *args),
         max_restarts=0,
         monitor_interval=MONITOR_INTERVAL_S,
     )
@@ -170,31 +205,3 @@ def run_local(entry: Callable, args: tuple, nproc: int, timeout: float, cuda: bo
         exit_codes = agent.first_failures or {r: f.exitcode for r, f in result.failures.items()}
         raise RunFailed(explain(exit_codes, rendezvous.store, nproc))
     return result.return_values
-
-
-def explain(exit_codes: dict[int, int], store, world: int) -> str:
-    """One line for the user: the root cause first (a timeout report, a killed rank, an error).
-
-    ``exit_codes`` holds the ranks that had failed when the failure was first seen.
-    """
-    errors, positions = read_reports(store, world)
-
-    def where(rank: int) -> str:
-        return f" during {positions[rank]}" if rank in positions else ""
-
-    timeouts = [e for e in errors.values() if e["kind"] == "timeout"]
-    if timeouts:
-        return min(timeouts, key=lambda e: e["time"])["message"]
-    killed = sorted(rank for rank, code in exit_codes.items() if code is not None and code < 0)
-    if killed:
-        rank = killed[0]
-        name = signal.Signals(-exit_codes[rank]).name
-        return f"rank {rank} died ({name}){where(rank)}; the other ranks were stopped"
-    if errors:
-        first = min(errors.values(), key=lambda e: e["time"])
-        return f"rank {first['rank']}: {first['message']}"
-    rank = min(exit_codes)
-    return (
-        f"rank {rank} exited with code {exit_codes[rank]}{where(rank)}; "
-        "the other ranks were stopped"
-    )

@@ -1,19 +1,16 @@
-"""What a result needs to be interpreted later: versions, hosts, hardware, relevant environment."""
+"""What a result needs to be interpreted later (versions, hosts, hardware, relevant environment),
+and what doctor reports about this machine. Gathered on the ranks, where torch is loaded."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import platform
+import shutil
 import socket
 import sys
-from datetime import datetime, timezone
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "MASTER_", "CUDA_", "OMP_", "SLURM_JOB", "OMPI_COMM")
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def relevant_env() -> dict[str, str]:
@@ -86,3 +83,43 @@ def _nvidia_smi(args: list[str]) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
+
+
+def environment_report(env) -> list[tuple[str, str]]:
+    """(item, finding) pairs about this process's machine, for doctor; ``env`` is the
+    launcher's RankEnv, or None when commbench starts the ranks itself."""
+    import torch
+    import torch.distributed as dist
+
+    from commbench import __version__
+
+    rows = [
+        ("commbench", __version__),
+        ("python", sys.version.split()[0]),
+        ("torch", torch.__version__),
+        ("gloo", "available" if dist.is_gloo_available() else "missing"),
+    ]
+    if dist.is_nccl_available() and torch.cuda.is_available():
+        try:
+            nccl = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception as error:  # a broken NCCL install is a finding, not a crash
+            nccl = f"error: {error}"
+        rows.append(("nccl", nccl))
+    else:
+        rows.append(("nccl", "available" if dist.is_nccl_available() else "missing (no CUDA)"))
+    rows.append(("torch mpi backend", "available" if dist.is_mpi_available() else "missing"))
+    rows.append(("mpirun", shutil.which("mpirun") or "not on PATH"))
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    rows.append(("cuda devices", str(count)))
+    for index in range(count):
+        props = torch.cuda.get_device_properties(index)
+        rows.append((f"  cuda:{index}", f"{props.name}, {props.total_memory / 2**30:.0f} GiB"))
+    if env is None:
+        rows.append(("launcher", "none: commbench starts local ranks (--nproc)"))
+    else:
+        rows.append(("launcher", f"{env.launcher}: rank {env.rank} of {env.world}, "
+                                 f"master {env.master_addr}:{env.master_port}"))
+    for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES"):
+        if name in os.environ:
+            rows.append((name, os.environ[name]))
+    return rows

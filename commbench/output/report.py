@@ -1,4 +1,4 @@
-"""``commbench report``: Markdown and one self-contained HTML page over one or more runs.
+"""The report: Markdown and one self-contained HTML page over one or more runs.
 
 The HTML embeds its plots as data URIs and loads nothing from anywhere, so it can be attached
 to a ticket or archived as a CI artefact. Every value that comes from a user or a machine (run
@@ -11,9 +11,11 @@ import base64
 import html
 from pathlib import Path
 
-from commbench import plots, render
-from commbench.compare import Run, compare_rows, load_run, lookup, table_records
-from commbench.results.finish import load_frame
+from commbench.analysis.compare import lookup
+from commbench.output import plots
+from commbench.output.console import table_groups
+from commbench.output.markdown import markdown_table
+from commbench.results import Run, rows_frame
 
 ENVIRONMENT = (
     ("status", ("status",)),
@@ -47,7 +49,7 @@ def overlay_plots(runs: list[Run], out: Path) -> dict[str, Path]:
     """Bandwidth and latency plots with every run overlaid."""
     import pandas as pd
 
-    frames = [load_frame(run.rows).assign(run=run.name) for run in runs]
+    frames = [rows_frame(run.rows).assign(run=run.name) for run in runs]
     frame = pd.concat(frames, ignore_index=True)
     frame = frame.assign(series=plots.series_labels(frame))
     paths = {"bandwidth": out / "bandwidth.png", "latency": out / "latency.png"}
@@ -57,27 +59,24 @@ def overlay_plots(runs: list[Run], out: Path) -> dict[str, Path]:
     return paths
 
 
-def build(paths: list[str], out: str | Path) -> tuple[Path, Path]:
-    """Write report.md, report.html and the plots into ``out``."""
-    runs = [load_run(p) for p in paths]
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+def write_report(runs: list[Run], comparisons: list[tuple[str, tuple]], out: Path,
+                 ) -> tuple[Path, Path]:
+    """Write report.md, report.html and the plots into ``out`` (which exists).
+
+    ``comparisons``: (candidate run name, (headers, rows)) against the first run.
+    """
     images = overlay_plots(runs, out)
-    comparisons = []
-    for run in runs[1:]:
-        frame = compare_rows(runs[0].rows, run.rows).assign(candidate=run.name)
-        comparisons.append((run.name, table_records(frame, "lat_us_p50")))
 
     md = ["# commbench report", "", "## Environment", ""]
     env_headers = ["", *[run.name for run in runs]]
     env_rows = [[label, *[_value(run.meta, keys) for run in runs]] for label, keys in ENVIRONMENT]
-    md += [render.markdown_table(env_headers, env_rows), ""]
+    md += [markdown_table(env_headers, env_rows), ""]
     md += ["## Plots", "", "![bandwidth](bandwidth.png)", "", "![latency](latency.png)", ""]
     for run in runs:
-        for title, headers, rows in render.table_groups(load_frame(run.rows)):
-            md += [f"## {run.name}: {title}", "", render.markdown_table(headers, rows), ""]
+        for title, headers, rows in table_groups(rows_frame(run.rows)):
+            md += [f"## {run.name}: {title}", "", markdown_table(headers, rows), ""]
     for name, (headers, rows) in comparisons:
-        md += [f"## {name} vs {runs[0].name}", "", render.markdown_table(headers, rows), ""]
+        md += [f"## {name} vs {runs[0].name}", "", markdown_table(headers, rows), ""]
     md_path = out / "report.md"
     md_path.write_text("\n".join(md))
 
@@ -98,7 +97,7 @@ def build(paths: list[str], out: str | Path) -> tuple[Path, Path]:
         data = base64.b64encode(path.read_bytes()).decode()
         page.append(f'<img alt="{label}" src="data:image/png;base64,{data}">')
     for run in runs:
-        for title, headers, rows in render.table_groups(load_frame(run.rows)):
+        for title, headers, rows in table_groups(rows_frame(run.rows)):
             page += [f"<h2>{_e(run.name)}: {_e(title)}</h2>", _html_table(headers, rows)]
     for name, (headers, rows) in comparisons:
         page += [f"<h2>{_e(name)} vs {_e(runs[0].name)}</h2>", _html_table(headers, rows)]

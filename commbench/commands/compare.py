@@ -1,37 +1,31 @@
-"""``commbench compare`` between parsing and exit code: table, Markdown, JSON, plots, verdict."""
+"""``commbench compare``: runs in, table / Markdown / JSON / plots and a verdict out."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
-from commbench.compare import compare_runs, table_records, verdict_counts
+from commbench.analysis.compare import compare_runs, parse_threshold, verdict_counts
 from commbench.errors import EXIT_FINDING, EXIT_OK, UsageError
+from commbench.results import load_run
 
 
-def parse_threshold(text: str) -> float:
-    """'5%' or '0.05' -> 0.05; a bare number of 1 or more is read as a percentage."""
-    raw = text.strip().rstrip("%")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UsageError(f"bad --threshold {text!r}: use e.g. 5% or 0.05") from None
-    if text.strip().endswith("%") or value >= 1:
-        value /= 100
-    if value < 0:
-        raise UsageError(f"bad --threshold {text!r}: it must not be negative")
-    return value
-
-
-def run_compare(paths, threshold_text, metric, sizes, fail_on_regression, markdown, json_rows,
-                out) -> int:
-    from commbench import render
+def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str | None,
+                fail_on_regression: bool, markdown: str | None, json_rows: bool,
+                out: str | None) -> int:
+    from commbench.output import console as tables
+    from commbench.output.markdown import markdown_table
 
     threshold = parse_threshold(threshold_text)
-    frame, warnings, runs = compare_runs(paths, metric, threshold, sizes)
+    runs = [load_run(path) for path in paths]
+    for run in runs:
+        for warning in run.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+    frame, warnings = compare_runs(runs, metric, threshold, sizes)
     for warning in warnings:
         print(f"warning: {warning}; the comparison may be suspect", file=sys.stderr)
-    headers, rows = table_records(frame, metric)
+    headers, rows = tables.table_records(frame, metric)
     counts = verdict_counts(frame)
     summary = (f"{counts['slower']} slower, {counts['faster']} faster, {counts['same']} same "
                f"(threshold {threshold:.0%}, metric {metric})")
@@ -42,7 +36,7 @@ def run_compare(paths, threshold_text, metric, sizes, fail_on_regression, markdo
     else:
         from rich.table import Table
 
-        console = render.console()
+        console = tables.make_console()
         table = Table(title="comparison", title_justify="left", header_style="bold")
         for index, header in enumerate(headers):
             table.add_column(header, justify="left" if index in (0, 1, 6, 7, 8) else "right")
@@ -52,7 +46,7 @@ def run_compare(paths, threshold_text, metric, sizes, fail_on_regression, markdo
         console.print(table)
         console.print(summary)
     if markdown:
-        text = "## commbench compare\n\n" + render.markdown_table(headers, rows)
+        text = "## commbench compare\n\n" + markdown_table(headers, rows)
         text += f"\n\n{summary}\n"
         try:
             with open(markdown, "a") as handle:
@@ -60,9 +54,7 @@ def run_compare(paths, threshold_text, metric, sizes, fail_on_regression, markdo
         except OSError as error:
             raise UsageError(f"cannot write --markdown {markdown}: {error.strerror}") from None
     if out:
-        from pathlib import Path
-
-        from commbench.report import overlay_plots
+        from commbench.output.report import overlay_plots
 
         Path(out).mkdir(parents=True, exist_ok=True)
         overlay_plots(runs, Path(out))

@@ -1,12 +1,10 @@
-"""Tables for people: the console table in the nccl-tests spirit and the Markdown summary.
-
-Both come from the same records, so what a terminal shows is what a PR gets.
+"""Tables for people: the console table in the nccl-tests spirit, from the same records as the
+Markdown summary, so what a terminal shows is what a PR gets.
 """
 
 from __future__ import annotations
 
 from commbench.sizes import format_size
-from commbench.stats import UNSTABLE_ADVICE
 
 HEADERS = ("size", "count", "type", "time us", "algbw GB/s", "busbw GB/s", "#wrong", "p99 us",
            "skew %")
@@ -69,7 +67,7 @@ def unstable_notes(frame) -> list[str]:
     ]
 
 
-def console():
+def make_console():
     """A rich Console; a log or a pipe gets tables wide enough not to truncate columns."""
     import sys
 
@@ -93,27 +91,23 @@ def console_tables(frame):
     return tables
 
 
-def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def summary_markdown(frame, title: str, meta: dict) -> str:
-    """summary.md: the environment in one line, a table per op, and warnings."""
-    versions = meta.get("versions", {})
-    parts = [f"# {title}", ""]
-    parts.append(
-        f"world size {meta.get('world_size', '?')} on {meta.get('nnodes', '?')} node(s), "
-        f"torch {versions.get('torch', '?')}, status **{meta.get('status', '?')}**. "
-        "Time = median latency (µs) of the slowest rank; busbw per nccl-tests."
-    )
-    if meta.get("error"):
-        parts += ["", f"> error: {meta['error']}"]
-    for group_title, headers, rows in table_groups(frame):
-        parts += ["", f"## {group_title}", "", markdown_table(headers, rows)]
-    notes = unstable_notes(frame)
-    if notes:
-        parts += ["", f"**Warning**: {len(notes)} {UNSTABLE_ADVICE}.", ""]
-        parts += [f"- {note}" for note in notes]
-    return "\n".join(parts) + "\n"
+def table_records(frame, metric: str) -> tuple[list[str], list[list[str]]]:
+    """Headers and formatted cells, shared by the console, Markdown and HTML."""
+    unit = "us" if metric.startswith("lat") else "GB/s"
+    headers = ["op", "backend", "size", f"baseline {unit}", f"new {unit}", "ratio", "verdict",
+               "", "candidate"]
+    rows = []
+    for record in frame.to_dict("records"):
+        op = record["op"] + (f"/{record['pattern']}" if record.get("pattern") else "")
+        rows.append([
+            op,
+            str(record["backend"]),
+            format_size(int(record["size_bytes"])) if record["size_bytes"] else "-",
+            f"{record['baseline']:.3f}" if unit == "GB/s" else f"{record['baseline']:.1f}",
+            f"{record['new']:.3f}" if unit == "GB/s" else f"{record['new']:.1f}",
+            f"{record['ratio']:.2f}x",
+            record["verdict"],
+            record["note"],
+            str(record["candidate"]),
+        ])
+    return headers, rows

@@ -1,0 +1,68 @@
+"""``commbench doctor``: is this machine (or job) ready, and does every rank arrive?
+
+First what is installed (torch, gloo, NCCL, MPI, CUDA devices) and which launcher started us,
+then a real rendezvous, a barrier and a tiny allreduce across all ranks, timed per rank, so a
+rank or host that does not arrive is named instead of hanging (nccl-tests' most common
+support problem is a silent hang at bootstrap).
+"""
+
+from __future__ import annotations
+
+from commbench.config import MeasureSpec
+from commbench.errors import EXIT_OK, UsageError
+
+
+def run_doctor(nproc: int | None, timeout: float, backends: tuple[str, ...]) -> int:
+    """Print the environment, then the per-rank connectivity table; 0 when every rank arrived."""
+    from rich.table import Table
+
+    from commbench.commands.measure import check_backends, resolve_backends
+    from commbench.engine.facts import environment_report
+    from commbench.engine.probe import probe_rank
+    from commbench.launch import detect
+    from commbench.output.console import make_console
+
+    env = detect()
+    if env is not None and nproc is not None:
+        raise UsageError(f"--nproc cannot be used under {env.launcher}: it started the ranks")
+    world = env.world if env else (nproc or 2)
+    if world < 1:
+        raise UsageError(f"bad --nproc {world}: at least 1 rank is needed")
+    backends = resolve_backends(backends)
+    console = make_console()
+    if env is None or env.rank == 0:
+        table = Table(title="environment", title_justify="left", show_header=False)
+        for item, finding in environment_report(env):
+            table.add_row(item, finding)
+        console.print(table)
+    check_backends(MeasureSpec(ops=("allreduce",), backends=backends),
+                   env.local_world if env else world)
+    if env is None:
+        from commbench.engine.failures import explain
+        from commbench.launch.local import run_local
+
+        cuda = "nccl" in backends
+        reports = run_local(probe_rank, (timeout, backends), world, timeout, cuda, explain)[0]
+    else:
+        from commbench.errors import RunFailed
+        from commbench.launch import pin_interfaces
+
+        pin_interfaces(env)
+        try:
+            reports = probe_rank(env, timeout, backends)
+        except RunFailed as failure:
+            raise RunFailed(f"rank {env.rank}: {failure}") from None
+        if env.rank != 0:
+            return EXIT_OK
+    table = Table(title=f"rendezvous of {world} rank(s)", title_justify="left")
+    nccl = "nccl_us" in reports[0]
+    headers = ["rank", "host", "local rank", "join s", "barrier us", "allreduce us"]
+    for header in headers + (["nccl first allreduce us"] if nccl else []):
+        table.add_column(header, justify="right")
+    for r in reports:
+        cells = [str(r["rank"]), r["host"], str(r["local_rank"]), f"{r['join_s']:.2f}",
+                 f"{r['barrier_us']:.0f}", f"{r['allreduce_us']:.0f}"]
+        table.add_row(*cells, *([f"{r['nccl_us']:.0f}"] if nccl else []))
+    console.print(table)
+    console.print(f"all {world} rank(s) arrived and agree")
+    return EXIT_OK

@@ -1,0 +1,197 @@
+"""The measuring commands (allreduce, ..., p2p, run): specs in, exit code out.
+
+Resolve backends and world size, refuse what cannot run (before any process starts), create the
+run folder, launch (locally through the elastic agent, or as one rank of an external launcher),
+then finish the folder and show the table. A failure keeps every measured row.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from commbench import collectives
+from commbench.collectives.base import OpContext
+from commbench.config import ITEMSIZE, MeasureSpec, OutputSpec, validate
+from commbench.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
+
+CPU_MEMORY_SHARE = 0.8  # leave room for the OS, torch and the check's chunks
+SHOWN_NOTES = 5  # unstable sizes listed on the console; summary.md has them all
+
+
+def run_measure(spec: MeasureSpec, output: OutputSpec) -> int:
+    from commbench.launch import detect
+
+    env = detect()
+    if env is not None and spec.nproc is not None:
+        raise UsageError(
+            f"--nproc cannot be used under {env.launcher}: it already started {env.world} ranks"
+        )
+    if spec.nproc is not None and spec.nproc < 1:
+        raise UsageError(f"bad --nproc {spec.nproc}: at least 1 rank is needed")
+    spec = replace(spec, backends=resolve_backends(spec.backends))
+    world = env.world if env else (spec.nproc or _default_nproc(spec.backends))
+    validate(spec, world)
+    check_backends(spec, env.local_world if env else world)
+    if env is None:
+        _check_host_memory(spec, world)
+    return _launch(spec, output, env, world)
+
+
+def resolve_backends(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``auto`` is nccl when CUDA GPUs are visible, else gloo."""
+    if "auto" not in names:
+        return names
+    import torch
+
+    auto = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() > 0 else "gloo"
+    return tuple(dict.fromkeys(auto if name == "auto" else name for name in names))
+
+
+def _default_nproc(backends: tuple[str, ...]) -> int:
+    if "nccl" in backends:
+        import torch
+
+        return max(1, torch.cuda.device_count())
+    return 2
+
+
+def check_backends(spec: MeasureSpec, local_ranks: int) -> None:
+    """A listed backend this machine lacks is refused before anything runs (exit 2)."""
+    import torch
+    import torch.distributed as dist
+
+    for backend in spec.backends:
+        if backend == "gloo" and not dist.is_gloo_available():
+            raise UsageError("gloo is not available in this torch build")
+        if backend == "nccl" and not dist.is_nccl_available():
+            raise UsageError("nccl is not available in this torch build (a CPU-only torch?)")
+        if spec.device_for(backend) == "cuda":
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if count == 0:
+                raise UsageError(f"{backend} with CUDA buffers needs a GPU, and none is visible")
+            if backend == "nccl" and local_ranks > count:
+                raise UsageError(
+                    f"{local_ranks} ranks on this node but only {count} GPU(s) are visible"
+                )
+
+
+def _check_host_memory(spec: MeasureSpec, world: int) -> None:
+    """CPU buffers of every local rank must fit in available memory (GPU: see the sweep)."""
+    if not any(spec.device_for(b) == "cpu" for b in spec.backends):
+        return
+    import psutil
+
+    itemsize = ITEMSIZE[spec.dtype]
+    largest = 0
+    for name in spec.ops:
+        op = collectives.get(name)
+        if not op.sized:
+            continue
+        count = op.count_for(max(spec.sizes), itemsize, world)
+        for rank in range(world):
+            ctx = OpContext(rank, world, None, spec.dtype, spec.reduce_op, None,
+                            root=spec.root, inplace=spec.inplace)
+            largest = max(largest, op.bytes_needed(ctx, count, itemsize))
+    need = largest * world
+    available = psutil.virtual_memory().available
+    if need > CPU_MEMORY_SHARE * available:
+        raise UsageError(
+            f"the largest size needs {need / 2**30:.1f} GiB for {world} ranks, but only "
+            f"{available / 2**30:.1f} GiB is available; lower the top of --sizes"
+        )
+
+
+def _sink(spec: MeasureSpec, output: OutputSpec, path: Path):
+    """Rank 0's sinks: the run folder, warnings, --json lines or a progress bar."""
+    from commbench.output.live import JsonRows, Notes, ProgressBar, Sinks
+    from commbench.results import RunWriter
+
+    progress = sys.stdout.isatty() and not output.quiet and not output.json_rows
+    writer = RunWriter(path, {"name": path.name, "command_line": list(output.command_line)})
+    return Sinks(writer, Notes(), JsonRows() if output.json_rows else None,
+                 ProgressBar() if progress else None)
+
+
+def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
+    from commbench import results
+    from commbench.engine.worker import run_rank
+
+    if env is not None and env.rank != 0:
+        return _run_external(spec, env, None, None)
+    run_id = output.name or results.default_run_id(spec.ops, spec.backends, world)
+    path = results.create(output.out, run_id)
+    sink = _sink(spec, output, path)
+    if env is not None:
+        _run_external(spec, env, sink, path)
+        return _show(finish(path, "complete"), output)
+
+    from commbench.engine.failures import explain
+    from commbench.launch.local import run_local
+
+    try:
+        run_local(run_rank, (spec, sink), world, spec.timeout, spec.uses_cuda(), explain)
+    except (RunFailed, Interrupted) as error:
+        rows = results.read_rows(path)
+        finish(path, "partial" if rows else "failed", str(error))
+        print(f"error: {error}", file=sys.stderr)
+        print(f"kept {len(rows)} measured row(s) in {path}", file=sys.stderr)
+        return error.exit_code
+    return _show(finish(path, "complete"), output)
+
+
+def _run_external(spec: MeasureSpec, env, sink, path: Path | None) -> int:
+    """This process is one rank of an external launcher's job."""
+    from commbench import results
+    from commbench.engine.worker import run_rank
+    from commbench.launch import pin_interfaces
+
+    pin_interfaces(env)
+    try:
+        run_rank(env, spec, sink)
+    except RunFailed as failure:
+        if path is not None:
+            rows = results.read_rows(path)
+            finish(path, "partial" if rows else "failed", str(failure))
+        raise RunFailed(f"rank {env.rank}: {failure}") from None
+    return EXIT_OK
+
+
+def finish(path: Path, status: str, error: str = ""):
+    """The end of every run, whatever happened: status, CSV, summary and plots."""
+    from commbench import results
+    from commbench.output.files import write_run_files
+
+    run = results.finalize(path, status, error)
+    write_run_files(run)
+    return run
+
+
+def _show(run, output: OutputSpec) -> int:
+    """The console table (unless --json), where the files are, and the exit code."""
+    from commbench.output import console as tables
+    from commbench.results import rows_frame
+    from commbench.stats import UNSTABLE_ADVICE
+
+    rows = run.rows
+    wrong = sum(int(row.get("wrong", 0)) for row in rows)
+    if rows and not output.json_rows:
+        console = tables.make_console()
+        frame = rows_frame(rows)
+        for table in tables.console_tables(frame):
+            console.print(table)
+        notes = tables.unstable_notes(frame)
+        if notes:
+            print(f"warning: {len(notes)} of {len(rows)} {UNSTABLE_ADVICE}:", file=sys.stderr)
+            for note in notes[:SHOWN_NOTES]:
+                print(f"  {note}", file=sys.stderr)
+            if len(notes) > SHOWN_NOTES:
+                print(f"  ... {len(notes) - SHOWN_NOTES} more in {run.path}/summary.md",
+                      file=sys.stderr)
+        console.print(f"results: {run.path}")
+    if wrong:
+        print(f"error: {wrong} wrong element(s) in the results (see the #wrong column)",
+              file=sys.stderr)
+        return EXIT_FINDING
+    return EXIT_OK

@@ -1,0 +1,22 @@
+"""The rendered files of a run folder: summary.md and the two plots, drawn from its rows."""
+
+from __future__ import annotations
+
+from commbench.output import plots
+from commbench.output.markdown import summary_markdown
+from commbench.results import BANDWIDTH_PNG, LATENCY_PNG, SUMMARY, Run, rows_frame
+
+
+def write_run_files(run: Run) -> None:
+    """summary.md always; the plots when there are rows to draw."""
+    summary = run.path / SUMMARY
+    if not run.rows:
+        status = run.meta.get("status", "?")
+        summary.write_text(f"# {run.path.name}\n\nNo rows were measured ({status}).\n")
+        return
+    frame = rows_frame(run.rows)
+    title = run.name
+    summary.write_text(summary_markdown(frame, title, run.meta))
+    series = plots.series_labels(frame)
+    plots.bandwidth(frame.assign(series=series), run.path / BANDWIDTH_PNG, title)
+    plots.latency(frame.assign(series=series), run.path / LATENCY_PNG, title)

@@ -1,0 +1,32 @@
+"""Markdown: summary.md of a run, and tables for compare and report."""
+
+from __future__ import annotations
+
+from commbench.output.console import table_groups, unstable_notes
+from commbench.stats import UNSTABLE_ADVICE
+
+
+def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def summary_markdown(frame, title: str, meta: dict) -> str:
+    """summary.md: the environment in one line, a table per op, and warnings."""
+    versions = meta.get("versions", {})
+    parts = [f"# {title}", ""]
+    parts.append(
+        f"world size {meta.get('world_size', '?')} on {meta.get('nnodes', '?')} node(s), "
+        f"torch {versions.get('torch', '?')}, status **{meta.get('status', '?')}**. "
+        "Time = median latency (µs) of the slowest rank; busbw per nccl-tests."
+    )
+    if meta.get("error"):
+        parts += ["", f"> error: {meta['error']}"]
+    for group_title, headers, rows in table_groups(frame):
+        parts += ["", f"## {group_title}", "", markdown_table(headers, rows)]
+    notes = unstable_notes(frame)
+    if notes:
+        parts += ["", f"**Warning**: {len(notes)} {UNSTABLE_ADVICE}.", ""]
+        parts += [f"- {note}" for note in notes]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,223 @@
+"""The run folder: written so that a crash at any moment leaves something useful, read back by
+one loader.
+
+``results.jsonl`` gets one line per row as soon as the row exists; ``run.json`` is replaced
+atomically and carries a ``format_version``; ``results.csv`` is rebuilt from the JSONL when the
+run ends, by whoever is left to do it (rank 0, or the local launcher after a failure). The
+rendered files (summary.md, the plots) are named here but drawn by ``commbench.output``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from commbench.errors import UsageError
+from commbench.results.schema import COLUMNS, EXTRA_COLUMNS, FORMAT_VERSION, row_problem
+
+JSONL = "results.jsonl"
+CSV = "results.csv"
+RUN_JSON = "run.json"
+SUMMARY = "summary.md"
+BANDWIDTH_PNG = "bandwidth.png"
+LATENCY_PNG = "latency.png"
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def default_run_id(ops: tuple[str, ...], backends: tuple[str, ...], world: int) -> str:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    op_part = ops[0] if len(ops) == 1 else f"{len(ops)}ops"
+    return f"{stamp}-{op_part}-{'+'.join(backends)}-n{world}"
+
+
+def create(root: str, run_id: str) -> Path:
+    """Make ``root/run_id`` (with a -2, -3 ... suffix if taken); refuse an unwritable root."""
+    if not re.fullmatch(r"[A-Za-z0-9._+-]+", run_id):
+        raise UsageError(f"bad --name {run_id!r}: use letters, digits, '.', '_', '+' and '-'")
+    base = Path(root)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        probe = base / f".commbench-write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise UsageError(f"cannot write to --out {root}: {error.strerror or error}") from None
+    path = base / run_id
+    suffix = 1
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            suffix += 1
+            path = base / f"{run_id}-{suffix}"
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def _read_meta(folder: Path) -> tuple[dict, str]:
+    """run.json and a warning ('' when fine); a missing file is no warning, a corrupt one is."""
+    path = folder / RUN_JSON
+    try:
+        text = path.read_text()
+    except OSError:
+        return {}, ""
+    try:
+        meta = json.loads(text)
+    except ValueError:
+        return {}, f"{path} is corrupt (not JSON): its metadata is ignored"
+    if not isinstance(meta, dict):
+        return {}, f"{path} is corrupt (not a JSON object): its metadata is ignored"
+    return meta, ""
+
+
+class RunWriter:
+    """The file sink of a run: run.json when the run begins, one JSONL line per row.
+
+    ``base`` is what the command knows and the ranks do not (the run's name, the command line).
+    """
+
+    def __init__(self, path: str | Path, base: dict | None = None) -> None:
+        self.path = Path(path)
+        self.base = base or {}
+        self._rows = None
+
+    def begin(self, meta: dict, planned: int) -> None:
+        _write_json(self.path / RUN_JSON, {"format_version": FORMAT_VERSION, **self.base,
+                                           **meta, "planned_rows": planned})
+
+    def position(self, where: str) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        meta, _ = _read_meta(self.path)
+        meta.setdefault("notes", []).append(text)
+        _write_json(self.path / RUN_JSON, meta)
+
+    def row(self, record: dict) -> None:
+        if self._rows is None:
+            self._rows = open(self.path / JSONL, "a", buffering=1)  # noqa: SIM115 (kept open)
+        self._rows.write(json.dumps(record) + "\n")
+        self._rows.flush()
+
+    def update(self, fields: dict) -> None:
+        meta, _ = _read_meta(self.path)
+        meta.update(fields)
+        _write_json(self.path / RUN_JSON, meta)
+
+    def close(self) -> None:
+        if self._rows is not None:
+            self._rows.close()
+            self._rows = None
+
+
+@dataclass
+class Run:
+    """A loaded results folder: its rows, its run.json, and what was wrong with the files."""
+
+    name: str
+    path: Path
+    rows: list[dict]
+    meta: dict
+    warnings: list[str] = field(default_factory=list)
+
+
+def _parse_rows(jsonl: Path, strict: bool) -> tuple[list[dict], list[str]]:
+    try:
+        lines = jsonl.read_text().splitlines()
+    except OSError as error:
+        raise UsageError(f"cannot read {jsonl}: {error.strerror or error}") from None
+    numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
+    rows, warnings = [], []
+    for index, (number, line) in enumerate(numbered):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            if not strict and index == len(numbered) - 1:
+                # What a writer killed mid-line leaves behind: every earlier row is whole.
+                warnings.append(f"{jsonl}:{number} is cut short (a killed writer?): skipped")
+                continue
+            raise UsageError(f"{jsonl}:{number} is not JSON") from None
+        problem = row_problem(record)
+        if problem:
+            raise UsageError(f"{jsonl}:{number}: {problem}")
+        rows.append(record)
+    return rows, warnings
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """The rows of a folder that may have been cut short (no file yet: no rows)."""
+    jsonl = Path(path) / JSONL
+    if not jsonl.exists():
+        return []
+    return _parse_rows(jsonl, strict=False)[0]
+
+
+def load_run(path: str | Path, strict: bool = False) -> Run:
+    """A run folder, or a results.jsonl inside one.
+
+    ``strict`` refuses any malformed line; otherwise a malformed **last** line (what a killed
+    writer leaves) is skipped with a warning. A run.json written by a newer major format is
+    refused; a corrupt one is reported in ``warnings`` and ignored.
+    """
+    path = Path(path)
+    folder = path.parent if path.is_file() else path
+    jsonl = path if path.is_file() else path / JSONL
+    if not jsonl.exists():
+        raise UsageError(f"no results at {path} (expected a run folder or its {JSONL})")
+    meta, meta_warning = _read_meta(folder)
+    _check_version(meta, folder)
+    rows, warnings = _parse_rows(jsonl, strict)
+    if not rows:
+        raise UsageError(f"{jsonl} holds no rows")
+    if meta_warning:
+        warnings.insert(0, meta_warning)
+    return Run(name=meta.get("name") or folder.name, path=folder, rows=rows, meta=meta,
+               warnings=warnings)
+
+
+def _check_version(meta: dict, folder: Path) -> None:
+    found = str(meta.get("format_version", FORMAT_VERSION))
+    try:
+        major = int(found.split(".")[0])
+    except ValueError:
+        raise UsageError(f"{folder / RUN_JSON}: bad format_version {found!r}") from None
+    if major > int(FORMAT_VERSION.split(".")[0]):
+        raise UsageError(
+            f"{folder} was written in results format {found}, newer than this commbench reads "
+            f"({FORMAT_VERSION}): upgrade commbench"
+        )
+
+
+def rows_frame(rows: list[dict]):
+    """Rows as a DataFrame with the CSV columns in SPEC order (raw samples dropped)."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    for column in COLUMNS + EXTRA_COLUMNS:
+        if column not in frame:
+            frame[column] = None
+    return frame[list(COLUMNS + EXTRA_COLUMNS)]
+
+
+def finalize(path: str | Path, status: str, error: str = "") -> Run:
+    """Record how the run ended and rebuild results.csv from the JSONL; returns the run."""
+    folder = Path(path)
+    meta, _ = _read_meta(folder)
+    meta.update(status=status, error=error or None, end_time=now())
+    _write_json(folder / RUN_JSON, meta)
+    rows = read_rows(folder)
+    if rows:
+        rows_frame(rows).to_csv(folder / CSV, index=False)
+    return Run(name=meta.get("name") or folder.name, path=folder, rows=rows, meta=meta)
