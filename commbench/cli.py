@@ -124,6 +124,8 @@ def _measuring_options(
     name: Optional[str] = typer.Option(  # noqa: UP045
         OUTPUT_DEFAULTS.name, "--name", help="Run name (folder name)."
     ),
+    force: bool = typer.Option(OUTPUT_DEFAULTS.force, "--force",
+                               help="Replace the folder of an existing --name."),
     json_rows: bool = typer.Option(OUTPUT_DEFAULTS.json_rows, "--json",
                                    help="JSON rows on stdout, no table."),
     quiet: bool = typer.Option(OUTPUT_DEFAULTS.quiet, "--quiet", "-q", help="No progress bar."),
@@ -175,7 +177,7 @@ _SPEC_FIELDS = {
     "op": ("reduce_op", None),
     "pattern": ("patterns", parse_patterns),
 }
-_OUTPUT_FIELDS = {"out", "name", "json_rows", "quiet"}
+_OUTPUT_FIELDS = {"out", "name", "force", "json_rows", "quiet"}
 
 
 def _specs(ops: tuple[str, ...], options: dict) -> tuple[MeasureSpec, OutputSpec]:

@@ -88,6 +88,7 @@ class OutputSpec:
 
     out: str = "results"
     name: str | None = None
+    force: bool = False  # replace an existing --name folder
     json_rows: bool = False
     quiet: bool = False
     command_line: tuple[str, ...] = field(default_factory=tuple)

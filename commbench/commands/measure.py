@@ -121,7 +121,8 @@ def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
     if env is not None and env.rank != 0:
         return _run_external(spec, env, None, None)
     run_id = output.name or results.default_run_id(spec.ops, spec.backends, world)
-    path = results.create(output.out, run_id)
+    path = results.create(output.out, run_id, force=output.force,
+                          generated=output.name is None)
     sink = _sink(spec, output, path)
     if env is not None:
         _run_external(spec, env, sink, path)

@@ -26,6 +26,7 @@ class RowContext:
     dtype: str
     itemsize: int
     root: int
+    timer: str = "host"
 
 
 def build_row(op: Collective, ctx: OpContext, where: RowContext, count: int,
@@ -60,8 +61,12 @@ def build_row(op: Collective, ctx: OpContext, where: RowContext, count: int,
         wrong=wrong,
         slowest_rank=slowest,
         skew_pct=skew,
+        group_size=ctx.world,
+        groups=1,
+        span="intra-node" if where.nnodes == 1 else "inter-node",
         pattern=ctx.pattern,
         root=where.root if op.rooted else None,
         unstable=instability(stats.p50, stats.p99, stats.ci_lo, stats.ci_hi),
+        timer=where.timer,
         samples_us=[round(float(s), 4) for s in samples_us],
     )

@@ -12,12 +12,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from commbench.errors import UsageError
-from commbench.results.schema import COLUMNS, EXTRA_COLUMNS, FORMAT_VERSION, row_problem
+from commbench.results.schema import (
+    COLUMNS,
+    EXTRA_COLUMNS,
+    FORMAT_VERSION,
+    row_problem,
+    with_defaults,
+)
 
 JSONL = "results.jsonl"
 CSV = "results.csv"
@@ -37,8 +44,13 @@ def default_run_id(ops: tuple[str, ...], backends: tuple[str, ...], world: int) 
     return f"{stamp}-{op_part}-{'+'.join(backends)}-n{world}"
 
 
-def create(root: str, run_id: str) -> Path:
-    """Make ``root/run_id`` (with a -2, -3 ... suffix if taken); refuse an unwritable root."""
+def create(root: str, run_id: str, *, force: bool = False, generated: bool = False) -> Path:
+    """Make ``root/run_id`` and return it; refuse an unwritable root.
+
+    A name the user chose that is taken is refused (a CI recipe must never read an old folder
+    by mistake) unless ``force``, which empties it first; a ``generated`` name (a timestamp)
+    that is taken gets a -2, -3 ... suffix.
+    """
     if not re.fullmatch(r"[A-Za-z0-9._+-]+", run_id):
         raise UsageError(f"bad --name {run_id!r}: use letters, digits, '.', '_', '+' and '-'")
     base = Path(root)
@@ -50,6 +62,13 @@ def create(root: str, run_id: str) -> Path:
     except OSError as error:
         raise UsageError(f"cannot write to --out {root}: {error.strerror or error}") from None
     path = base / run_id
+    if path.exists() and not generated:
+        if not force:
+            raise UsageError(f"{path} already exists: choose another --name, or add --force "
+                             "to replace it")
+        if not path.is_dir():
+            raise UsageError(f"{path} exists and is not a folder")
+        shutil.rmtree(path)
     suffix = 1
     while True:
         try:
@@ -152,7 +171,7 @@ def _parse_rows(jsonl: Path, strict: bool) -> tuple[list[dict], list[str]]:
         problem = row_problem(record)
         if problem:
             raise UsageError(f"{jsonl}:{number}: {problem}")
-        rows.append(record)
+        rows.append(with_defaults(record))
     return rows, warnings
 
 

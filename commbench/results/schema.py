@@ -1,51 +1,20 @@
-"""One results row per (op, backend, size): the columns of SPEC §5, then extras."""
+"""One results row per (op, backend, group layout, size): the columns of SPEC §5, then extras.
+
+The Row dataclass is the schema: its field order is the CSV's column order, its annotations are
+the types the loader checks, and its defaults fill what older or imported rows lack.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 
 # run.json's format_version: a reader refuses a newer major version; a minor bump only adds.
-FORMAT_VERSION = "1.0"
-
-# SPEC §5, in order; extras follow.
-COLUMNS = (
-    "op",
-    "backend",
-    "device",
-    "world_size",
-    "nnodes",
-    "dtype",
-    "reduce_op",
-    "inplace",
-    "size_bytes",
-    "count",
-    "iters",
-    "samples",
-    "lat_us_p50",
-    "lat_us_min",
-    "lat_us_mean",
-    "lat_us_p90",
-    "lat_us_p99",
-    "lat_us_max",
-    "lat_us_std",
-    "lat_us_ci_lo",
-    "lat_us_ci_hi",
-    "algbw_gbps",
-    "busbw_gbps",
-    "wrong",
-    "slowest_rank",
-    "skew_pct",
-)
-# wall_s: seconds this size took in all (warm-up, calibration, timing, check).
-EXTRA_COLUMNS = ("pattern", "root", "lat_us_p10", "unstable", "wall_s")
-# Kept in results.jsonl only: the raw samples, for significance tests and re-analysis.
-RAW_COLUMNS = ("samples_us",)
-# What identifies "the same measurement" across runs (compare joins on these).
-KEY_COLUMNS = ("op", "pattern", "backend", "dtype", "world_size", "size_bytes")
+FORMAT_VERSION = "1.1"
 
 
 @dataclass
 class Row:
+    # ---- SPEC §5, in order ----------------------------------------------------------------
     op: str
     backend: str
     device: str
@@ -72,21 +41,52 @@ class Row:
     wrong: int
     slowest_rank: int
     skew_pct: float
+    # How per-rank times combine into the row's time (nccl-tests -a): avg, max, min, rank0.
+    rank_time: str = "max"
+    # full | partial: <why> | off: <why>  (what --check really verified)
+    validation: str = ""
+    mesh: str = ""  # "dp=2,tp=4"; "" = the whole world
+    dim: str = ""  # the mesh dimension whose groups ran; "" = the whole world
+    group_size: int = 0  # ranks per group (0 in rows written before groups existed)
+    groups: int = 1  # groups that ran at once
+    span: str = ""  # intra-node | inter-node | mixed
+    source: str = "commbench"  # commbench | nccl-tests | osu
+    # ---- extras -----------------------------------------------------------------------------
     pattern: str = ""
     root: int | None = None
     lat_us_p10: float = 0.0
     unstable: str = ""
-    wall_s: float = 0.0
+    wall_s: float = 0.0  # seconds this size took in all (warm-up, calibration, timing, check)
+    tail: str = "block"  # what min/p10/p90/p99/max/std are over: single calls or blocks
+    group: int | None = None  # --per-group rows: the group's index; None = all groups
+    group_ranks: str = ""  # --per-group rows: the group's global ranks, "0,2"
+    group_hosts: str = ""
+    peers: str = ""  # p2p pairs, "0:1,2:3"
+    timer: str = ""  # host | host-sync | cuda-event | cuda-graph
+    # Kept in results.jsonl only: the raw samples, for significance tests and re-analysis.
     samples_us: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+_SPEC_LAST = "source"
+_NAMES = [spec.name for spec in fields(Row)]
+COLUMNS = tuple(_NAMES[: _NAMES.index(_SPEC_LAST) + 1])
+RAW_COLUMNS = ("samples_us",)
+EXTRA_COLUMNS = tuple(n for n in _NAMES[len(COLUMNS):] if n not in RAW_COLUMNS)
+# What makes two rows the same measurement (compare pairs rows on all of these).
+KEY_COLUMNS = ("op", "pattern", "backend", "dtype", "reduce_op", "inplace", "device", "root",
+               "rank_time", "mesh", "dim", "group_size", "group", "peers", "world_size",
+               "size_bytes")
+# What makes rows "the same op at the same size" whether or not the rest of the key agrees:
+# rows that share these but differ in the rest are kept apart with a message.
+IDENTITY_COLUMNS = ("op", "backend", "world_size", "size_bytes")
+
 # What a row must have to be compared or reported; every other field may be absent.
 REQUIRED = ("op", "backend", "size_bytes", "lat_us_p50")
 _KINDS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,)}
-_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
 
 
 def _field_kinds() -> dict[str, tuple[tuple[type, ...], bool]]:
@@ -102,6 +102,9 @@ def _field_kinds() -> dict[str, tuple[tuple[type, ...], bool]]:
 
 
 FIELD_KINDS = _field_kinds()
+DEFAULTS = {
+    spec.name: spec.default for spec in fields(Row) if spec.default is not MISSING
+}
 
 
 def row_problem(record) -> str:
@@ -119,7 +122,16 @@ def row_problem(record) -> str:
             continue
         is_bool = isinstance(value, bool)
         if not isinstance(value, types) or (is_bool and bool not in types):
-            return f"{name!r} is {value!r}, not {_NAMES[types[-1]]}"
+            return f"{name!r} is {value!r}, not {_TYPE_NAMES[types[-1]]}"
     if record["size_bytes"] < 0:
         return f"'size_bytes' is {record['size_bytes']}, below 0"
     return ""
+
+
+def with_defaults(record: dict) -> dict:
+    """A loaded row with every schema field present: what older rows lack takes its default
+    (a row from before groups existed ran on the whole world: group_size = world_size)."""
+    filled = {**DEFAULTS, **record}
+    if not filled.get("group_size"):
+        filled["group_size"] = filled.get("world_size", 0)
+    return filled
