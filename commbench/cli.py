@@ -22,9 +22,16 @@ from commbench.config import (
     OUTPUT_DEFAULTS,
     MeasureSpec,
     OutputSpec,
+    parse_dims,
+    parse_dtype,
     parse_list,
+    parse_mesh,
     parse_ops,
     parse_patterns,
+    parse_peers,
+    parse_rank_time,
+    parse_split,
+    sweep_sizes,
 )
 from commbench.errors import EXIT_OK, EXIT_USAGE, CommbenchError
 
@@ -63,39 +70,53 @@ def _root(
 
 
 def _measuring_options(
-    sizes: str = typer.Option(
-        DEFAULT_SIZES, "--sizes", "-s",
+    sizes: Optional[str] = typer.Option(  # noqa: UP045 (typer reads the annotation)
+        None, "--sizes", "-s", show_default=DEFAULT_SIZES,
         help="Sizes and ranges, e.g. 8-64M or 1K,64K,1M; bytes of the largest buffer per rank; "
         "units B, K, M, G are powers of 1024.",
     ),
+    minbytes: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--minbytes", "-b", help="nccl-tests -b: smallest size of a range (with -e)."),
+    maxbytes: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--maxbytes", "-e", help="nccl-tests -e: largest size of a range (with -b)."),
     factor: float = typer.Option(DEFAULT_FACTOR, "--factor", "-f",
-                                 help="Multiplicative step of ranges."),
+                                 help="Multiplicative step of ranges (nccl-tests -f)."),
+    step: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--step", "-i", help="nccl-tests -i: additive step of the -b/-e range instead "
+        "of -f."),
+    message_range: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--message-sizes", "-m", help="OSU -m MIN:MAX (or MAX): powers of two."),
     backend: str = typer.Option(
-        ",".join(DEFAULTS.backends), "--backend", "-b",
+        ",".join(DEFAULTS.backends), "--backend",
         help="gloo, nccl, or a list (gloo,nccl) measured side by side; auto: nccl with GPUs.",
     ),
     device: str = typer.Option(DEFAULTS.device, "--device",
                                help="cpu or cuda (auto: cuda for nccl)."),
-    nproc: Optional[int] = typer.Option(  # noqa: UP045 (typer reads the annotation)
-        DEFAULTS.nproc, "--nproc", "-n", help="Local ranks to start (default: GPUs for nccl, "
-        "else 2)."
+    nproc: Optional[int] = typer.Option(  # noqa: UP045
+        DEFAULTS.nproc, "--nproc", help="Local ranks to start (default: GPUs for nccl, else 2)."
     ),
     dtype: str = typer.Option(DEFAULTS.dtype, "--dtype", "-d", help="float32, float16, "
-                              "bfloat16, float64, int8, uint8, int32 or int64."),
-    op: str = typer.Option(DEFAULTS.reduce_op, "--op",
-                           help="Reduction: sum, prod, min, max or avg."),
-    root: int = typer.Option(DEFAULTS.root, "--root", help="Root rank of rooted collectives."),
+                              "bfloat16, float64, int8, uint8, int32 or int64 (also nccl-tests' "
+                              "and OSU's names: half, float, double, char, int, ...)."),
+    op: str = typer.Option(DEFAULTS.reduce_op, "--op", "-o",
+                           help="Reduction: sum, prod, min, max or avg (nccl-tests -o)."),
+    root: int = typer.Option(DEFAULTS.root, "--root", "-r",
+                             help="Root rank of rooted collectives."),
     pattern: str = typer.Option(
         ",".join(DEFAULTS.patterns), "--pattern",
         help="p2p pattern(s): pingpong, unidir, bidir, ring, a list, or all.",
     ),
+    peers: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--peers", help="p2p pairs SENDER:RECEIVER, e.g. 0:8,1:9 (default 0:1,2:3,...)."),
+    window: int = typer.Option(DEFAULTS.window, "--window", "-W",
+                               help="p2p unidir/bidir: messages in flight (OSU -W)."),
     ops: str = typer.Option("allreduce", "--ops", help="Ops to run (comma list, or all)."),
     warmup: Optional[int] = typer.Option(  # noqa: UP045
         DEFAULTS.warmup, "--warmup", "-w", help="Untimed iterations per size (default: up to 5)."
     ),
     iters: Optional[int] = typer.Option(  # noqa: UP045
-        DEFAULTS.iters, "--iters", "-i", help="Fixed timed iterations per size (default: "
-        "adaptive)."
+        DEFAULTS.iters, "--iters", "-n", help="Fixed timed iterations per size (nccl-tests -n; "
+        "default: adaptive)."
     ),
     min_time: float = typer.Option(
         DEFAULTS.min_time, "--min-time", help="Seconds of timed work per size (adaptive mode)."
@@ -103,24 +124,46 @@ def _measuring_options(
     check: bool = typer.Option(
         DEFAULTS.check, "--check/--no-check", help="Verify every result element after timing."
     ),
+    check_level: Optional[int] = typer.Option(  # noqa: UP045
+        None, "-c", help="nccl-tests -c: 1 checks results, 0 does not."),
+    rank_time: str = typer.Option(
+        DEFAULTS.rank_time, "--rank-time", "-a", help="How per-rank times combine: avg, max, "
+        "min or rank0 (nccl-tests -a 1, 3, 2, 0 also accepted)."),
     inplace: bool = typer.Option(DEFAULTS.inplace, "--inplace",
-                                 help="In-place variant where one exists."),
+                                 help="The in-place variant (allgather, reduce-scatter)."),
     blocking: bool = typer.Option(
         DEFAULTS.blocking, "--blocking",
         help="CUDA: wait for each call before the next (nccl-tests -z 1).",
     ),
+    blocking_level: Optional[int] = typer.Option(  # noqa: UP045
+        None, "-z", help="nccl-tests -z: 1 blocks after every call."),
     cuda_graph: bool = typer.Option(
         DEFAULTS.cuda_graph, "--cuda-graph",
         help="CUDA: capture a block in a CUDA graph, time replays.",
     ),
+    graph_launches: Optional[int] = typer.Option(  # noqa: UP045
+        None, "-G", help="nccl-tests -G N: N > 0 captures in CUDA graphs (--cuda-graph)."),
     host_timer: bool = typer.Option(
         DEFAULTS.host_timer, "--host-timer", help="CUDA: time with the host clock around a "
         "synchronize (nccl-tests' method) instead of CUDA events."
     ),
     timeout: float = typer.Option(
-        DEFAULTS.timeout, "--timeout", help="Seconds before a hung collective ends the run."
+        DEFAULTS.timeout, "--timeout", "-T",
+        help="Seconds before a hung collective ends the run."
     ),
-    out: str = typer.Option(OUTPUT_DEFAULTS.out, "--out", "-o", help="Results root folder."),
+    mesh: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--mesh", help="Lay the ranks out as a device mesh, e.g. dp=2,tp=4 (row-major, "
+        "the last dimension contiguous)."),
+    dim: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--dim", help="Mesh dimension(s) whose groups run the op concurrently: a name, a "
+        "list, or all (each in turn)."),
+    split: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--split", help="nccl-tests NCCL_TESTS_SPLIT: mod:K (dim 0 of an (N/K, K) mesh), "
+        "div:K (dim 1), and:MASK, or:MASK."),
+    per_group: bool = typer.Option(
+        DEFAULTS.per_group, "--per-group", help="A row per group as well; the summary names a "
+        "group 1.5x slower than the median group."),
+    out: str = typer.Option(OUTPUT_DEFAULTS.out, "--out", help="Results root folder."),
     name: Optional[str] = typer.Option(  # noqa: UP045
         OUTPUT_DEFAULTS.name, "--name", help="Run name (folder name)."
     ),
@@ -134,23 +177,25 @@ def _measuring_options(
 
 
 _COMMON = inspect.signature(_measuring_options)
-# Options that mean something only for some ops, and what an op must be to get them.
-_SIZED = {"sizes", "factor", "dtype", "inplace"}
+_SIZED = {"sizes", "minbytes", "maxbytes", "factor", "step", "message_range", "dtype"}
 
 
 def _takes(op: collectives.Collective | None, option: str) -> bool:
-    """Whether the command for ``op`` (None: ``run``, which may run any op) offers ``option``."""
+    """Whether the command for ``op`` (None: ``run``, which may run any op) offers ``option``:
+    what an option means for an op is the op's descriptor's to say."""
     if option == "ops":
         return op is None
     if op is None:
         return True
     if option in _SIZED:
         return op.sized
+    if option == "inplace":
+        return op.has_in_place
     if option == "root":
         return op.rooted
     if option == "op":
         return op.reduces
-    if option in ("pattern",):
+    if option in collectives.OP_OPTIONS:
         return option in op.extra_options
     return True
 
@@ -160,7 +205,7 @@ def _command_for(op: collectives.Collective | None, description: str):
 
     def command(**options) -> None:
         ops = (op.name,) if op is not None else parse_ops(options.pop("ops"))
-        spec, output = _specs(ops, options)
+        spec, output = measure_specs(ops, options)
         from commbench.commands.measure import run_measure
 
         raise typer.Exit(run_measure(spec, output))
@@ -171,31 +216,48 @@ def _command_for(op: collectives.Collective | None, description: str):
     return command
 
 
-# CLI option -> MeasureSpec field, and how its text becomes the field's value.
-_SPEC_FIELDS = {
+_OUTPUT_FIELDS = {"out", "name", "force", "json_rows", "quiet"}
+# CLI option -> MeasureSpec field, for options whose text needs parsing.
+_PARSED = {
     "backend": ("backends", lambda text: parse_list(text, (*BACKENDS, "auto"), "backend")),
     "op": ("reduce_op", None),
+    "dtype": ("dtype", parse_dtype),
     "pattern": ("patterns", parse_patterns),
+    "peers": ("peers", parse_peers),
+    "rank_time": ("rank_time", parse_rank_time),
+    "mesh": ("mesh", parse_mesh),
+    "dim": ("dims", parse_dims),
+    "split": ("split", parse_split),
 }
-_OUTPUT_FIELDS = {"out", "name", "force", "json_rows", "quiet"}
+# Read together with another option, or turned into a spec field below.
+_SIZE_OPTIONS = {"sizes", "minbytes", "maxbytes", "factor", "step", "message_range"}
+_NCCL_TESTS_LEVELS = {"check_level": "check", "blocking_level": "blocking",
+                      "graph_launches": "cuda_graph"}
 
 
-def _specs(ops: tuple[str, ...], options: dict) -> tuple[MeasureSpec, OutputSpec]:
+def measure_specs(ops: tuple[str, ...], options: dict) -> tuple[MeasureSpec, OutputSpec]:
     """The typed boundary: what the user typed, over the defaults stated in config.py."""
-    from commbench.sizes import parse_sizes
-
     measure: dict = {"ops": ops}
     output: dict = {"command_line": ("commbench", *sys.argv[1:])}
     for option, value in options.items():
         if option in _OUTPUT_FIELDS:
             output[option] = value
-        elif option == "sizes":
-            measure["sizes"] = tuple(parse_sizes(value, options.get("factor", DEFAULT_FACTOR)))
-        elif option == "factor":
-            continue  # read with --sizes
+        elif option in _SIZE_OPTIONS:
+            continue
+        elif option in _NCCL_TESTS_LEVELS:
+            if value is not None:  # -c 0, -z 1, -G 1: nccl-tests' numbers for flags
+                measure[_NCCL_TESTS_LEVELS[option]] = value > 0
+        elif value is None and option in _PARSED:
+            continue
         else:
-            field, parse = _SPEC_FIELDS.get(option, (option, None))
+            field, parse = _PARSED.get(option, (option, None))
             measure[field] = parse(value) if parse else value
+    if "dtype" in options:
+        measure["sizes"] = tuple(sweep_sizes(
+            options.get("sizes"), options.get("minbytes"), options.get("maxbytes"),
+            options.get("factor", DEFAULT_FACTOR), options.get("step"),
+            options.get("message_range"),
+        ))
     return MeasureSpec(**measure), OutputSpec(**output)
 
 
@@ -213,10 +275,12 @@ app.command("run")(
 @app.command("doctor")
 def doctor(
     nproc: Optional[int] = typer.Option(  # noqa: UP045
-        None, "--nproc", "-n", help="Local ranks to start (default 2; not under a launcher)."
+        None, "--nproc", help="Local ranks to start (default 2; not under a launcher)."
     ),
-    timeout: float = typer.Option(30.0, "--timeout", help="Seconds to wait for every rank."),
-    backend: str = typer.Option("gloo", "--backend", "-b", help="Backend(s) to try."),
+    timeout: float = typer.Option(30.0, "--timeout", "-T",
+                                  help="Seconds to wait for every rank."),
+    backend: str = typer.Option("auto", "--backend",
+                                help="Backend(s) to try; auto: nccl with GPUs, else gloo."),
 ) -> None:
     """Preflight: versions, devices, launcher, then a rendezvous, barrier and tiny allreduce
     across all ranks, naming any rank that does not arrive."""

@@ -6,6 +6,7 @@ object is pickled to every rank.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from commbench import collectives
@@ -24,6 +25,7 @@ ITEMSIZE = {
     "int64": 8,
 }
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
+RANK_TIMES = ("avg", "max", "min", "rank0")  # nccl-tests -a: 1 avg, 3 max, 2 min, 0 rank 0
 BACKENDS = ("gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -71,6 +73,13 @@ class MeasureSpec:
     blocking: bool = False
     cuda_graph: bool = False
     host_timer: bool = False  # CUDA: perf_counter around a synchronize, as nccl-tests does
+    rank_time: str = "avg"  # how per-rank times combine (nccl-tests -a; its default is avg)
+    peers: tuple[tuple[int, int], ...] = ()  # p2p pairs (sender, receiver); () = (0,1), (2,3)..
+    window: int = 64  # p2p unidir/bidir messages in flight (osu_bw's window)
+    mesh: tuple[tuple[str, int], ...] = ()  # (("dp", 2), ("tp", 4)); () = the whole world
+    dims: tuple[str, ...] = ()  # mesh dimensions measured in turn; ("all",) = every one
+    split: str = ""  # nccl-tests' NCCL_TESTS_SPLIT, "mod:8" ...; becomes a mesh and a dim
+    per_group: bool = False  # a row per group as well as the combined row
 
     def device_for(self, backend: str) -> str:
         """Buffers live on the GPU for NCCL and on the CPU for gloo unless --device says so."""
@@ -117,6 +126,165 @@ def parse_ops(text: str) -> tuple[str, ...]:
     return parse_list(text.replace("_", "-"), names, "op")
 
 
+# nccl-tests' (-d) and OSU's type names for the dtypes torch.distributed moves.
+DTYPE_ALIASES = {
+    "half": "float16", "fp16": "float16", "float": "float32", "fp32": "float32",
+    "double": "float64", "fp64": "float64", "bf16": "bfloat16", "char": "int8",
+    "int": "int32", "long": "int64", "uchar": "uint8", "byte": "uint8",
+}
+UNSUPPORTED_DTYPES = {"uint32": "int32", "uint64": "int64", "short": "int32", "int16": "int32"}
+
+
+def parse_dtype(text: str) -> str:
+    """``--dtype``: a torch name, or nccl-tests' / OSU's name for it."""
+    name = text.strip().lower()
+    name = DTYPE_ALIASES.get(name, name)
+    if name in DTYPES:
+        return name
+    if name in UNSUPPORTED_DTYPES:
+        raise UsageError(f"--dtype {text}: torch.distributed has no {name} collectives here; "
+                         f"use {UNSUPPORTED_DTYPES[name]}")
+    raise UsageError(f"unknown dtype {text!r} (choose from {', '.join(DTYPES)}; nccl-tests' "
+                     "half/float/double and OSU's char/int/float/double also work)")
+
+
+NCCL_TESTS_AVERAGE = {"0": "rank0", "1": "avg", "2": "min", "3": "max"}
+
+
+def parse_rank_time(text: str) -> str:
+    """``--rank-time`` / ``-a``: avg, max, min, rank0, or nccl-tests' -a number."""
+    name = text.strip().lower()
+    name = NCCL_TESTS_AVERAGE.get(name, name)
+    if name not in RANK_TIMES:
+        raise UsageError(f"unknown --rank-time {text!r} (choose from {', '.join(RANK_TIMES)}, "
+                         "or nccl-tests' -a 0-3)")
+    return name
+
+
+def parse_peers(text: str) -> tuple[tuple[int, int], ...]:
+    """``--peers 0:8,1:9``: p2p pairs, sender first."""
+    pairs = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        sender, colon, receiver = item.partition(":")
+        try:
+            pairs.append((int(sender), int(receiver)))
+        except ValueError:
+            raise UsageError(f"bad --peers {item!r}: use SENDER:RECEIVER, e.g. 0:8,1:9") from None
+        if not colon:
+            raise UsageError(f"bad --peers {item!r}: use SENDER:RECEIVER, e.g. 0:8,1:9")
+    if not pairs:
+        raise UsageError("no --peers given")
+    return tuple(pairs)
+
+
+_DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_mesh(text: str) -> tuple[tuple[str, int], ...]:
+    """``--mesh dp=2,tp=4``: named dimensions, row-major, the last one contiguous."""
+    dims = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, equals, size = item.partition("=")
+        name = name.strip()
+        if not equals or not _DIM_NAME.fullmatch(name) or name == "all":
+            raise UsageError(f"bad --mesh {item!r}: use NAME=SIZE, e.g. dp=2,tp=4")
+        try:
+            value = int(size)
+        except ValueError:
+            raise UsageError(f"bad --mesh {item!r}: {size!r} is not a whole number") from None
+        if value < 1:
+            raise UsageError(f"bad --mesh {item!r}: a dimension needs at least 1 rank")
+        if name in (known for known, _ in dims):
+            raise UsageError(f"bad --mesh {text!r}: dimension {name!r} is repeated")
+        dims.append((name, value))
+    if not dims:
+        raise UsageError("no --mesh dimensions given")
+    return tuple(dims)
+
+
+def parse_dims(text: str) -> tuple[str, ...]:
+    """``--dim tp``, ``--dim tp,dp`` or ``--dim all``."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    if not names:
+        raise UsageError("no --dim given")
+    return names
+
+
+SPLIT_KINDS = ("mod", "div", "and", "or")
+
+
+def parse_split(text: str) -> str:
+    """``--split mod:8|div:8|and:0x7|or:0x7``, normalised to ``mod:8`` / ``div:8``.
+
+    nccl-tests colours rank r with r % K (MOD), r / K (DIV), r & MASK (AND) or r | MASK (OR)
+    and runs one communicator per colour. MOD K = dim 0 of an (N/K, K) mesh, DIV K = dim 1;
+    AND MASK and OR MASK are the same splits when MASK + 1 is a power of two K.
+    """
+    kind, colon, value = text.strip().lower().partition(":")
+    if kind not in SPLIT_KINDS or not colon:
+        raise UsageError(f"bad --split {text!r}: use mod:K, div:K, and:MASK or or:MASK")
+    try:
+        number = int(value, 0)
+    except ValueError:
+        raise UsageError(f"bad --split {text!r}: {value!r} is not a number") from None
+    if kind in ("and", "or"):
+        size = number + 1
+        if number < 0 or size & (size - 1):
+            raise UsageError(f"--split {text}: only masks of low bits (0x1, 0x3, 0x7, ...) map "
+                             "onto a mesh; use --mesh for other layouts")
+        kind, number = ("mod" if kind == "and" else "div"), size
+    if number < 1:
+        raise UsageError(f"bad --split {text!r}: K must be at least 1")
+    return f"{kind}:{number}"
+
+
+def split_mesh(split: str, world: int) -> tuple[tuple[tuple[str, int], ...], str]:
+    """The mesh and dimension of a normalised split: mod:K -> dim 'mod' of (mod=N/K, div=K)."""
+    kind, _, value = split.partition(":")
+    size = int(value)
+    if world % size:
+        raise UsageError(f"--split {split}: {size} does not divide the {world} ranks")
+    return (("mod", world // size), ("div", size)), kind
+
+
+def sweep_sizes(sizes: str | None, minbytes: str | None, maxbytes: str | None,
+                factor: float = DEFAULT_FACTOR, step: str | None = None,
+                osu_range: str | None = None) -> list[int]:
+    """The sweep from --sizes, nccl-tests' -b/-e/-f/-i and OSU's -m, together (a union).
+
+    -b alone runs up to the default top (64M), -e alone from the default bottom (8); -i steps
+    by a number of bytes instead of -f's factor. OSU's -m MIN:MAX doubles from MIN; -m MAX
+    starts at 1.
+    """
+    from commbench.sizes import geometric, linear, parse_size, parse_sizes
+
+    chosen: set[int] = set()
+    if sizes is not None:
+        chosen.update(parse_sizes(sizes, factor))
+    if minbytes is not None or maxbytes is not None:
+        bottom, top = (parse_size(v) for v in DEFAULT_SIZES.split("-"))
+        low = parse_size(minbytes) if minbytes is not None else bottom
+        high = parse_size(maxbytes) if maxbytes is not None else max(top, low)
+        if low > high:
+            raise UsageError(f"bad -b/-e: {minbytes} is larger than {maxbytes}")
+        if step is not None:
+            chosen.update(linear(low, high, parse_size(step)))
+        else:
+            chosen.update(geometric(low, high, factor))
+    elif step is not None:
+        raise UsageError("-i/--step needs a range: give -b and -e")
+    if osu_range is not None:
+        low_text, colon, high_text = osu_range.partition(":")
+        low, high = (parse_size(low_text), parse_size(high_text)) if colon else (
+            1, parse_size(low_text))
+        if low > high:
+            raise UsageError(f"bad -m {osu_range}: the start is larger than the end")
+        chosen.update(geometric(low, high, 2.0))
+    if not chosen:
+        chosen.update(parse_sizes(DEFAULT_SIZES, factor))
+    return sorted(chosen)
+
+
 def parse_patterns(text: str) -> tuple[str, ...]:
     """``--pattern``: p2p patterns, a comma list, or ``all``."""
     from commbench.collectives.p2p import PATTERNS
@@ -124,6 +292,38 @@ def parse_patterns(text: str) -> tuple[str, ...]:
     if text.strip().lower() == "all":
         return PATTERNS
     return parse_list(text, PATTERNS, "pattern")
+
+
+def resolve_layout(spec: MeasureSpec, world: int) -> MeasureSpec:
+    """--split becomes its mesh and dimension; --dim all (or none, with a mesh) every one."""
+    from dataclasses import replace
+
+    if spec.split and spec.mesh:
+        raise UsageError("--mesh and --split cannot be combined: --split mod:K is --mesh "
+                         "mod=N/K,div=K --dim mod")
+    if spec.split:
+        mesh, dim = split_mesh(spec.split, world)
+        if spec.dims:
+            raise UsageError("--split chooses the groups itself: drop --dim")
+        return replace(spec, mesh=mesh, dims=(dim,))
+    if not spec.mesh:
+        if spec.dims:
+            raise UsageError("--dim needs --mesh (e.g. --mesh dp=2,tp=4 --dim tp) or --split")
+        if spec.per_group:
+            raise UsageError("--per-group needs groups: give --mesh and --dim, or --split")
+        return spec
+    product = 1
+    for _, size in spec.mesh:
+        product *= size
+    if product != world:
+        shape = ",".join(f"{name}={size}" for name, size in spec.mesh)
+        raise UsageError(f"--mesh {shape} has {product} ranks, the run has {world}")
+    names = tuple(name for name, _ in spec.mesh)
+    dims = names if not spec.dims or spec.dims == ("all",) else spec.dims
+    for dim in dims:
+        if dim not in names:
+            raise UsageError(f"--dim {dim} is not a dimension of the mesh ({', '.join(names)})")
+    return replace(spec, dims=dims)
 
 
 def validate(config: MeasureSpec, world: int) -> None:
@@ -146,6 +346,28 @@ def validate(config: MeasureSpec, world: int) -> None:
         raise UsageError(f"bad --nproc {world}: at least 1 rank is needed")
     if not 0 <= config.root < world:
         raise UsageError(f"bad --root {config.root}: the run has ranks 0..{world - 1}")
+    if config.rank_time not in RANK_TIMES:
+        raise UsageError(f"unknown --rank-time {config.rank_time!r} (choose from "
+                         f"{', '.join(RANK_TIMES)})")
+    if config.window < 1:
+        raise UsageError(f"bad --window {config.window}: it must be at least 1")
+    seen: set[int] = set()
+    for sender, receiver in config.peers:
+        for rank in (sender, receiver):
+            if not 0 <= rank < world:
+                raise UsageError(f"bad --peers {sender}:{receiver}: the run has ranks "
+                                 f"0..{world - 1}")
+            if rank in seen:
+                raise UsageError(f"bad --peers: rank {rank} is in two pairs")
+            seen.add(rank)
+        if sender == receiver:
+            raise UsageError(f"bad --peers {sender}:{receiver}: a rank cannot pair with itself")
+    ops = [collectives.get(name) for name in config.ops]
+    if config.inplace and not any(op.has_in_place for op in ops):
+        raise UsageError("--inplace means something for allgather and reduce-scatter only")
+    if config.peers and config.mesh:
+        raise UsageError("--peers names global ranks; with --mesh, p2p pairs neighbours along "
+                         "the dimension: drop one of them")
     for name in config.ops:
         op = collectives.get(name)
         if world < op.min_world:

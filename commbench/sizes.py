@@ -66,7 +66,7 @@ def parse_sizes(text: str, factor: float = 2.0) -> list[int]:
             low, high = parse_size(low_text), parse_size(high_text)
             if low > high:
                 raise SizeError(f"bad range {item!r}: the start is larger than the end")
-            sizes.update(_geometric(low, high, factor))
+            sizes.update(geometric(low, high, factor))
         else:
             sizes.add(parse_size(item))
         if len(sizes) > _MAX_SIZES:
@@ -74,7 +74,17 @@ def parse_sizes(text: str, factor: float = 2.0) -> list[int]:
     return sorted(sizes)
 
 
-def _geometric(low: int, high: int, factor: float) -> list[int]:
+def linear(low: int, high: int, step: int) -> list[int]:
+    """nccl-tests' -i: low, low + step, ... while <= high."""
+    if (high - low) // step + 1 > _MAX_SIZES:
+        raise SizeError(f"bad range {low}-{high} by {step}: more than {_MAX_SIZES} sizes")
+    return list(range(low, high + 1, step))
+
+
+def geometric(low: int, high: int, factor: float) -> list[int]:
+    """low, low x factor, ... while <= high (nccl-tests' -f)."""
+    if not factor > 1:
+        raise SizeError(f"bad --factor {factor}: it must be greater than 1")
     values = []
     size = low
     while size <= high:

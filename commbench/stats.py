@@ -2,8 +2,17 @@
 
 Communication timings are skewed (a long right tail from the OS, the network, the other ranks),
 so the median is the headline and its interval comes from order statistics (the binomial
-method), which assumes no distribution. The mean is still reported because it is what a
-training step pays on average and what a hand-written loop average measures.
+method), which assumes no distribution. Two corrections keep the interval honest:
+
+- samples are taken one after the other and drift (a busy neighbour, a clock change), so
+  neighbours are correlated and n samples carry less information than n independent ones; the
+  interval uses the effective sample size n·(1-ρ)/(1+ρ), ρ the lag-1 autocorrelation;
+- the adaptive loop looks at the interval after every round and stops at the first narrow one,
+  which alone would make a narrow interval likelier than its level says; it stops on a 99 %
+  interval (``STOP_CONFIDENCE``) and reports the 95 % one.
+
+The mean is computed separately, from per-rank loop totals (see engine.rows), because that is
+what a training step pays on average and what nccl-tests reports.
 """
 
 from __future__ import annotations
@@ -16,6 +25,8 @@ from fractions import Fraction
 import numpy as np
 
 CONFIDENCE = 0.95
+STOP_CONFIDENCE = 0.99
+MAX_AUTOCORRELATION = 0.9  # beyond this the effective size would be a handful: cap it
 # A size is flagged unstable (like pyperf / hyperfine do) when its median is this uncertain...
 UNSTABLE_CI_PCT = 10.0
 # ... or its tail this heavy.
@@ -42,53 +53,88 @@ class LatencyStats:
         return {f"lat_us_{name}": value for name, value in asdict(self).items()}
 
 
-def median_ci(ordered: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+def combine_ranks(values: np.ndarray, mode: str) -> np.ndarray:
+    """Per-rank values (ranks x ...) combined over ranks as ``--rank-time`` says."""
+    if mode == "avg":
+        return values.mean(axis=0)
+    if mode == "max":
+        return values.max(axis=0)
+    if mode == "min":
+        return values.min(axis=0)
+    if mode == "rank0":
+        return values[0]
+    raise ValueError(f"unknown rank-time mode {mode!r}")
+
+
+def effective_size(samples: np.ndarray) -> float:
+    """n·(1-ρ)/(1+ρ) for samples in the order they were taken (ρ: lag-1 autocorrelation,
+    negative values read as 0, capped at MAX_AUTOCORRELATION)."""
+    n = samples.size
+    if n < 3 or float(np.std(samples)) == 0.0:
+        return float(n)
+    centred = samples - samples.mean()
+    rho = float(np.dot(centred[:-1], centred[1:]) / np.dot(centred, centred))
+    rho = min(max(rho, 0.0), MAX_AUTOCORRELATION)
+    return n * (1 - rho) / (1 + rho)
+
+
+def median_ci(ordered: np.ndarray, confidence: float = CONFIDENCE,
+              effective: float | None = None) -> tuple[float, float]:
     """Order-statistic interval of the median of already sorted values.
 
-    With n values, the number below the true median is Binomial(n, 1/2); the interval runs from
-    the j-th to the (n-j+1)-th value with j its alpha/2 quantile. Below 6 values no interval
-    reaches 95 %, and min..max is the honest answer.
+    With m independent values, the number below the true median is Binomial(m, 1/2); the
+    interval runs from the j-th to the (m-j+1)-th value with j its alpha/2 quantile. With
+    correlated values m is the effective size and the ranks j/m are placed on the n values.
+    Below 6 (effective) values no interval reaches 95 %, and min..max is the honest answer.
     """
     n = len(ordered)
+    m = n if effective is None else max(1, min(n, int(effective)))
     alpha = 1 - confidence
-    j = _binomial_half_quantile(alpha / 2, n)
+    j = _binomial_half_quantile(alpha / 2, m)
     if j < 1:
         return float(ordered[0]), float(ordered[-1])
-    return float(ordered[j - 1]), float(ordered[n - j])
+    low = max(0, round(j * n / m) - 1)
+    return float(ordered[low]), float(ordered[n - 1 - low])
 
 
 def _binomial_half_quantile(q: float, n: int) -> int:
-    """Smallest k with P(Binomial(n, 1/2) <= k) >= q (scipy's binom.ppf)."""
-    try:
-        from scipy.stats import binom
-    except ImportError:  # lean GPU images ship without scipy: the exact sum is just as good
-        share = Fraction(q).limit_denominator(10**6)
-        total, k = 0, -1
-        while total * share.denominator < share.numerator * 2**n:  # integers: no overflow
-            k += 1
-            total += math.comb(n, k)
-        return k
-    return int(binom.ppf(q, n, 0.5))
+    """Smallest k with P(Binomial(n, 1/2) <= k) >= q, summed exactly in integers."""
+    share = Fraction(q).limit_denominator(10**6)
+    total, k = 0, -1
+    while total * share.denominator < share.numerator * 2**n:  # integers: no overflow
+        k += 1
+        total += math.comb(n, k)
+    return k
 
 
-def summarize(samples_us: Sequence[float]) -> LatencyStats:
-    """Statistics of one size's samples (each already the slowest rank's time)."""
-    values = np.sort(np.asarray(samples_us, dtype=np.float64))
-    if values.size == 0:
+def summarize(samples_us: Sequence[float], tail_us: Sequence[float] | None = None,
+              mean_us: float | None = None) -> LatencyStats:
+    """Statistics of one size.
+
+    ``samples_us``: one value per block, in the order taken (the median and its interval);
+    ``tail_us``: single-call latencies where they were timed (min, p10, p90, p99, max, std;
+    else the blocks); ``mean_us``: the mean from loop totals (else the samples' mean).
+    """
+    taken = np.asarray(samples_us, dtype=np.float64)
+    if taken.size == 0:
         raise ValueError("no samples")
-    p10, p50, p90, p99 = np.percentile(values, [10, 50, 90, 99])
-    ci_lo, ci_hi = median_ci(values)
+    values = np.sort(taken)
+    tail = values if tail_us is None or len(tail_us) == 0 else np.sort(
+        np.asarray(tail_us, dtype=np.float64))
+    p50 = float(np.percentile(values, 50))
+    p10, p90, p99 = (float(v) for v in np.percentile(tail, [10, 90, 99]))
+    ci_lo, ci_hi = median_ci(values, effective=effective_size(taken))
     return LatencyStats(
-        p50=float(p50),
-        min=float(values[0]),
-        mean=float(values.mean()),
-        p90=float(p90),
-        p99=float(p99),
-        max=float(values[-1]),
-        std=float(values.std(ddof=1)) if values.size > 1 else 0.0,
-        ci_lo=ci_lo,
-        ci_hi=ci_hi,
-        p10=float(p10),
+        p50=p50,
+        min=float(tail[0]),
+        mean=float(values.mean()) if mean_us is None else float(mean_us),
+        p90=p90,
+        p99=p99,
+        max=float(tail[-1]),
+        std=float(tail.std(ddof=1)) if tail.size > 1 else 0.0,
+        ci_lo=min(ci_lo, p50),
+        ci_hi=max(ci_hi, p50),
+        p10=p10,
     )
 
 

@@ -27,12 +27,13 @@ class AllGather(Collective):
         # nccl-tests' in-place form: the input is this rank's slot of the output.
         chunk = count // ctx.world
         out = recv[:count]
-        return Buffers(send=out[ctx.rank * chunk : (ctx.rank + 1) * chunk], recv=out)
+        return Buffers(send=out[ctx.rank * chunk : (ctx.rank + 1) * chunk], recv=out, count=count)
 
     def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
         chunk = bufs.recv.numel() // ctx.world
         return sum(
-            data.count_wrong(bufs.recv[src * chunk : (src + 1) * chunk], data.plain_values(src))
+            data.count_wrong(bufs.recv[src * chunk : (src + 1) * chunk],
+                             data.plain_values(src, ctx.dtype))
             for src in range(ctx.world)
         )
 

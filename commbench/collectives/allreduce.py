@@ -20,7 +20,7 @@ class AllReduce(Collective):
     factor = staticmethod(lambda world: 2 * (world - 1) / world)
 
     def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
-        return data.count_wrong(bufs.recv, self._pattern(ctx).result())
+        return data.count_wrong(bufs.recv, self.pattern(ctx, bufs.count).result())
 
     def call(self, ctx: OpContext, bufs: Buffers):
         import torch.distributed as dist

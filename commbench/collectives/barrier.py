@@ -12,6 +12,8 @@ class Barrier(Collective):
     summary = "Time barrier latency (no sizes)."
     sized = False
     gloo_cuda = True
+    # torch's barrier synchronises the host: it cannot be captured in a CUDA graph.
+    graph_capturable = False
     factor_text = "0 (no data)"
 
     factor = staticmethod(lambda world: 0.0)
@@ -24,6 +26,9 @@ class Barrier(Collective):
 
     def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
         return 0
+
+    def validation(self, ctx: OpContext, count: int) -> str:
+        return "off: a barrier moves no data"
 
     def call(self, ctx: OpContext, bufs: Buffers):
         import torch.distributed as dist

@@ -4,6 +4,10 @@ A collective is data, not a branch in the engine (nccl-tests keeps one small fil
 same way). Sizes follow the nccl-tests convention: ``count`` is the number of elements of the
 **largest** buffer a rank holds (the gathered output of allgather, the input of
 reduce-scatter, the send buffer of alltoall).
+
+A descriptor works in the ranks of the group it runs in (the whole world, or one group of a
+mesh dimension): ``ctx.rank`` and ``ctx.world`` are the rank within the group and its size;
+torch.distributed wants global ranks for roots and peers, which ``ctx.global_rank`` gives.
 """
 
 from __future__ import annotations
@@ -32,21 +36,28 @@ class Buffers:
 
     send: torch.Tensor
     recv: torch.Tensor
+    count: int = 0  # elements of the largest buffer (the size)
 
 
 @dataclass(frozen=True)
 class OpContext:
     """Everything a descriptor needs to know about the rank it runs on."""
 
-    rank: int
-    world: int
+    rank: int  # within the group
+    world: int  # the group's size
     group: Any  # torch.distributed.ProcessGroup
     dtype: str
     reduce_op: str
     torch_op: Any  # torch.distributed.ReduceOp for reduce_op
-    root: int = 0
+    root: int = 0  # within the group
     inplace: bool = False
     pattern: str = ""
+    ranks: tuple[int, ...] = ()  # the group's global ranks in group order; () = the world
+    pairs: tuple[tuple[int, int], ...] = ()  # p2p: chosen (sender, receiver) group ranks
+    window: int = 64  # p2p unidir/bidir: messages in flight (OSU's -W)
+
+    def global_rank(self, rank: int) -> int:
+        return self.ranks[rank] if self.ranks else rank
 
 
 class Collective:
@@ -62,6 +73,7 @@ class Collective:
     has_in_place: bool = False  # torch offers both forms
     min_world: int = 1
     gloo_cuda: bool = False  # gloo moves CUDA tensors for this op (torch's backend table)
+    graph_capturable: bool = True  # can run inside a CUDA graph capture
     # Command-line options that mean something for this op only (beyond the shared ones).
     extra_options: frozenset[str] = frozenset()
     # busbw = algbw x factor(n), nccl-tests doc/PERFORMANCE.md; factor_text as the docs print it.
@@ -78,10 +90,6 @@ class Collective:
             return max(world, count - count % world)
         return max(1, count)
 
-    def messages_per_iteration(self, ctx: OpContext, bufs: Buffers) -> int:
-        """How many transfers one call makes; a row reports the time of one transfer."""
-        return 1
-
     def variants(self, patterns: tuple[str, ...]) -> tuple[str, ...]:
         """The variants a run measures one after the other (p2p: its patterns); '' = one."""
         return ("",)
@@ -90,6 +98,15 @@ class Collective:
         """Bytes of buffers this rank allocates at ``count`` (both memory checks use it)."""
         layout = self.layout(ctx, count)
         return (layout.send + layout.recv) * itemsize
+
+    def messages_per_iteration(self, ctx: OpContext, bufs: Buffers) -> int:
+        """How many transfers one call makes; a row reports the time of one transfer."""
+        return 1
+
+    def active(self, ctx: OpContext) -> bool:
+        """Whether this rank takes part (the odd rank out of a p2p pairing does not); idle
+        ranks are left out of the row's time, slowest rank and skew."""
+        return True
 
     def is_in_place(self, ctx: OpContext) -> bool:
         return self.in_place_only or (ctx.inplace and self.has_in_place)
@@ -103,24 +120,46 @@ class Collective:
         layout = self.layout(ctx, count)
         recv_view = recv[: layout.recv]
         send_view = send[: layout.send] if layout.send else recv_view
-        return Buffers(send=send_view, recv=recv_view)
+        return Buffers(send=send_view, recv=recv_view, count=count)
 
-    def input_values(self, ctx: OpContext, rank: int) -> data.Values:
+    # ---- exact inputs and results ----------------------------------------------------------
+    def chunk(self, ctx: OpContext, count: int) -> int:
+        """Elements each rank owns of the largest buffer (the ring's chunk for allreduce)."""
+        return max(1, count // ctx.world)
+
+    def pattern(self, ctx: OpContext, count: int) -> data.ReducePattern:
+        return data.reduce_pattern(ctx.reduce_op, ctx.dtype, ctx.world, self.chunk(ctx, count))
+
+    def input_values(self, ctx: OpContext, count: int) -> data.Values:
+        """This rank's input: its row of the reduce pattern, or its own progression."""
         if self.reduces:
-            return self._pattern(ctx).values(rank)
-        return data.plain_values(rank)
-
-    def _pattern(self, ctx: OpContext) -> data.ReducePattern:
-        return data.reduce_pattern(ctx.reduce_op, ctx.dtype, ctx.world)
+            return self.pattern(ctx, count).values(ctx.rank)
+        return data.plain_values(ctx.rank, ctx.dtype)
 
     def prepare(self, ctx: OpContext, bufs: Buffers) -> None:
         """Fill inputs with this rank's pattern and outputs with 0, which no pattern produces."""
         bufs.recv.zero_()
-        data.fill(bufs.send, self.input_values(ctx, ctx.rank))
+        data.fill(bufs.send, self.input_values(ctx, bufs.count))
 
     def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
         """Elements of this rank's result that differ from the exact expectation."""
         raise NotImplementedError
+
+    def validation(self, ctx: OpContext, count: int) -> str:
+        """What ``wrong`` really verifies at this size: full, partial: <why>, or off: <why>."""
+        if self.reduces:
+            pattern = self.pattern(ctx, count)
+            return data.combine(pattern.status, data.holder_status(pattern, self.checked(ctx,
+                                                                                        count)))
+        return data.plain_status(self.sources(ctx), self.chunk(ctx, count), ctx.dtype)
+
+    def checked(self, ctx: OpContext, count: int) -> dict[int, tuple[int, int]]:
+        """Reductions: the ranks whose result is checked -> (first element, elements)."""
+        return {rank: (0, count) for rank in range(ctx.world)}
+
+    def sources(self, ctx: OpContext) -> int:
+        """Data ops: how many distinct chunk sources one rank's check tells apart."""
+        return ctx.world
 
     def call(self, ctx: OpContext, bufs: Buffers) -> Callable[[], Any]:
         """A zero-argument callable doing one iteration; bound once, outside the timed loop."""

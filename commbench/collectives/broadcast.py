@@ -20,15 +20,19 @@ class Broadcast(Collective):
         # Only the root holds the data; the others start from 0, so a no-op cannot pass.
         bufs.recv.zero_()
         if ctx.rank == ctx.root:
-            data.fill(bufs.recv, data.plain_values(ctx.root))
+            data.fill(bufs.recv, data.plain_values(ctx.root, ctx.dtype))
 
     def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
-        return data.count_wrong(bufs.recv, data.plain_values(ctx.root))
+        return data.count_wrong(bufs.recv, data.plain_values(ctx.root, ctx.dtype))
+
+    def sources(self, ctx: OpContext) -> int:
+        return 1
 
     def call(self, ctx: OpContext, bufs: Buffers):
         import torch.distributed as dist
 
-        return functools.partial(dist.broadcast, bufs.recv, src=ctx.root, group=ctx.group)
+        return functools.partial(dist.broadcast, bufs.recv, src=ctx.global_rank(ctx.root),
+                                 group=ctx.group)
 
 
 COLLECTIVE = Broadcast()

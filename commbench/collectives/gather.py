@@ -25,7 +25,8 @@ class Gather(Collective):
             return 0
         chunk = bufs.send.numel()
         return sum(
-            data.count_wrong(bufs.recv[src * chunk : (src + 1) * chunk], data.plain_values(src))
+            data.count_wrong(bufs.recv[src * chunk : (src + 1) * chunk],
+                             data.plain_values(src, ctx.dtype))
             for src in range(ctx.world)
         )
 
@@ -33,7 +34,8 @@ class Gather(Collective):
         import torch.distributed as dist
 
         slots = list(bufs.recv.chunk(ctx.world)) if ctx.rank == ctx.root else None
-        return functools.partial(dist.gather, bufs.send, slots, dst=ctx.root, group=ctx.group)
+        return functools.partial(dist.gather, bufs.send, slots, dst=ctx.global_rank(ctx.root),
+                                 group=ctx.group)
 
 
 COLLECTIVE = Gather()

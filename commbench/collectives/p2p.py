@@ -1,13 +1,14 @@
 """Point-to-point, in the four patterns of the OSU micro-benchmarks and nccl-tests.
 
-- pingpong (osu_latency): rank 2k sends to 2k+1, which answers; one-way time = round trip / 2.
-- unidir (osu_bw): a window of back-to-back sends, then a 1-element acknowledgement.
+- pingpong (osu_latency): the first rank of a pair sends, the second answers; one-way time =
+  round trip / 2.
+- unidir (osu_bw): a window of back-to-back sends from the same buffer (64 by default, OSU's
+  ``-W``), then a 1-element acknowledgement; the time is per message.
 - bidir (osu_bibw): both ranks of a pair send a window to each other at once.
 - ring (nccl-tests sendrecv): every rank sends to rank+1 and receives from rank-1.
 
-Pairs are (0,1), (2,3), ...; with an odd world the last rank idles in the pair patterns.
-A window holds ``min(64, 16 MiB / size)`` messages (at least 1), so a window of large messages
-stays short enough for the time budget; OSU uses 64 at every size.
+Pairs are (0,1), (2,3), ... of the group unless ``--peers`` chose them; a rank in no pair idles
+in the pair patterns and is left out of the row's time and skew.
 """
 
 from __future__ import annotations
@@ -16,18 +17,24 @@ from commbench.collectives import data
 from commbench.collectives.base import Buffers, Collective, Layout, OpContext
 
 PATTERNS = ("pingpong", "unidir", "bidir", "ring")
-WINDOW_BYTES = 16 << 20
-MAX_WINDOW = 64
+WINDOW = 64  # osu_bw's window
 
 
-def window_for(nbytes: int) -> int:
-    return max(1, min(MAX_WINDOW, WINDOW_BYTES // max(1, nbytes)))
+def pairs_of(ctx: OpContext) -> tuple[tuple[int, int], ...]:
+    """The (first, second) pairs of the pair patterns, in group ranks."""
+    if ctx.pairs:
+        return ctx.pairs
+    return tuple((r, r + 1) for r in range(0, ctx.world - 1, 2))
 
 
-def peer_of(ctx: OpContext) -> int | None:
-    """The partner in the pair patterns, or None for the odd rank out."""
-    peer = ctx.rank ^ 1
-    return peer if peer < ctx.world else None
+def partner(ctx: OpContext) -> tuple[int, bool] | None:
+    """(the peer, whether this rank is the pair's first), or None for a rank in no pair."""
+    for first, second in pairs_of(ctx):
+        if ctx.rank == first:
+            return second, True
+        if ctx.rank == second:
+            return first, False
+    return None
 
 
 def _idle() -> None:
@@ -39,7 +46,7 @@ class PointToPoint(Collective):
     summary = "Time point-to-point transfers: --pattern pingpong|unidir|bidir|ring."
     min_world = 2
     factor_text = "1 (bidir: 2, both directions)"
-    extra_options = frozenset({"pattern"})
+    extra_options = frozenset({"pattern", "peers", "window"})
 
     def variants(self, patterns: tuple[str, ...]) -> tuple[str, ...]:
         return patterns
@@ -54,23 +61,29 @@ class PointToPoint(Collective):
         if ctx.pattern == "pingpong":
             return 2  # a round trip is two one-way transfers
         if ctx.pattern in ("unidir", "bidir"):
-            return window_for(bufs.send.nbytes)
+            return ctx.window
         return 1
 
+    def active(self, ctx: OpContext) -> bool:
+        return ctx.pattern == "ring" or partner(ctx) is not None
+
     def _source(self, ctx: OpContext) -> int | None:
-        """The rank whose data this rank receives, or None if it receives nothing."""
+        """The group rank whose data this rank receives, or None if it receives nothing."""
         if ctx.pattern == "ring":
             return (ctx.rank - 1) % ctx.world
-        peer = peer_of(ctx)
-        if peer is None or (ctx.pattern == "unidir" and ctx.rank % 2 == 0):
+        found = partner(ctx)
+        if found is None or (ctx.pattern == "unidir" and found[1]):
             return None
-        return peer
+        return found[0]
 
     def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
         source = self._source(ctx)
         if source is None:
             return 0
-        return data.count_wrong(bufs.recv, data.plain_values(source))
+        return data.count_wrong(bufs.recv, data.plain_values(source, ctx.dtype))
+
+    def sources(self, ctx: OpContext) -> int:
+        return ctx.world
 
     def call(self, ctx: OpContext, bufs: Buffers):
         import torch.distributed as dist
@@ -78,22 +91,23 @@ class PointToPoint(Collective):
         send, recv, group = bufs.send, bufs.recv, ctx.group
         if ctx.pattern == "ring":
             ops = [
-                dist.P2POp(dist.isend, send, (ctx.rank + 1) % ctx.world, group),
-                dist.P2POp(dist.irecv, recv, (ctx.rank - 1) % ctx.world, group),
+                dist.P2POp(dist.isend, send, ctx.global_rank((ctx.rank + 1) % ctx.world), group),
+                dist.P2POp(dist.irecv, recv, ctx.global_rank((ctx.rank - 1) % ctx.world), group),
             ]
             return _batch(dist, ops)
-        peer = peer_of(ctx)
-        if peer is None:
+        found = partner(ctx)
+        if found is None:
             return _idle
+        peer, first = ctx.global_rank(found[0]), found[1]
         if ctx.pattern == "pingpong":
-            return _pingpong(dist, send, recv, peer, group, first=ctx.rank % 2 == 0)
-        window = self.messages_per_iteration(ctx, bufs)
+            return _pingpong(dist, send, recv, peer, group, first)
+        window = ctx.window
         if ctx.pattern == "bidir":
             ops = [dist.P2POp(dist.isend, send, peer, group) for _ in range(window)]
             ops += [dist.P2POp(dist.irecv, recv, peer, group) for _ in range(window)]
             return _batch(dist, ops)
         ack = send.new_zeros(1)
-        if ctx.rank % 2 == 0:
+        if first:
             ops = [dist.P2POp(dist.isend, send, peer, group) for _ in range(window)]
             return _then(_batch(dist, ops), lambda: dist.recv(ack, peer, group))
         ops = [dist.P2POp(dist.irecv, recv, peer, group) for _ in range(window)]

@@ -20,14 +20,16 @@ class Reduce(Collective):
         # Non-root buffers hold partial results whose content torch does not define.
         if ctx.rank != ctx.root:
             return 0
-        return data.count_wrong(bufs.recv, self._pattern(ctx).result())
+        return data.count_wrong(bufs.recv, self.pattern(ctx, bufs.count).result())
+
+    def checked(self, ctx: OpContext, count: int) -> dict[int, tuple[int, int]]:
+        return {ctx.root: (0, count)}
 
     def call(self, ctx: OpContext, bufs: Buffers):
         import torch.distributed as dist
 
-        return functools.partial(
-            dist.reduce, bufs.recv, dst=ctx.root, op=ctx.torch_op, group=ctx.group
-        )
+        return functools.partial(dist.reduce, bufs.recv, dst=ctx.global_rank(ctx.root),
+                                 op=ctx.torch_op, group=ctx.group)
 
 
 COLLECTIVE = Reduce()

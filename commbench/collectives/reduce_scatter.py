@@ -27,17 +27,22 @@ class ReduceScatter(Collective):
         chunk = count // ctx.world
         inp = send[:count]
         if ctx.inplace:
-            return Buffers(send=inp, recv=inp[ctx.rank * chunk : (ctx.rank + 1) * chunk])
-        return Buffers(send=inp, recv=recv[:chunk])
+            out = inp[ctx.rank * chunk : (ctx.rank + 1) * chunk]
+            return Buffers(send=inp, recv=out, count=count)
+        return Buffers(send=inp, recv=recv[:chunk], count=count)
 
     def prepare(self, ctx: OpContext, bufs: Buffers) -> None:
         if not ctx.inplace:
             bufs.recv.zero_()
-        data.fill(bufs.send, self.input_values(ctx, ctx.rank))
+        data.fill(bufs.send, self.input_values(ctx, bufs.count))
 
     def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
         start = ctx.rank * bufs.recv.numel()
-        return data.count_wrong(bufs.recv, self._pattern(ctx).result(), start)
+        return data.count_wrong(bufs.recv, self.pattern(ctx, bufs.count).result(), start)
+
+    def checked(self, ctx: OpContext, count: int) -> dict[int, tuple[int, int]]:
+        chunk = count // ctx.world
+        return {rank: (rank * chunk, chunk) for rank in range(ctx.world)}
 
     def call(self, ctx: OpContext, bufs: Buffers):
         import torch.distributed as dist

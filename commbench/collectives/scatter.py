@@ -21,19 +21,23 @@ class Scatter(Collective):
         return Layout(send=count if ctx.rank == ctx.root else 1, recv=count // ctx.world)
 
     def prepare(self, ctx: OpContext, bufs: Buffers) -> None:
+        # Chunk r of the root's buffer is rank r's own progression.
         bufs.recv.zero_()
         if ctx.rank == ctx.root:
-            data.fill(bufs.send, data.plain_values(ctx.root))
+            chunk = bufs.recv.numel()
+            for dst in range(ctx.world):
+                data.fill(bufs.send[dst * chunk : (dst + 1) * chunk],
+                          data.plain_values(dst, ctx.dtype))
 
     def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
-        chunk = bufs.recv.numel()
-        return data.count_wrong(bufs.recv, data.plain_values(ctx.root), start=ctx.rank * chunk)
+        return data.count_wrong(bufs.recv, data.plain_values(ctx.rank, ctx.dtype))
 
     def call(self, ctx: OpContext, bufs: Buffers):
         import torch.distributed as dist
 
         slots = list(bufs.send.chunk(ctx.world)) if ctx.rank == ctx.root else None
-        return functools.partial(dist.scatter, bufs.recv, slots, src=ctx.root, group=ctx.group)
+        return functools.partial(dist.scatter, bufs.recv, slots, src=ctx.global_rank(ctx.root),
+                                 group=ctx.group)
 
 
 COLLECTIVE = Scatter()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from commbench import collectives
 from commbench.collectives.base import OpContext
-from commbench.config import ITEMSIZE, MeasureSpec, OutputSpec, validate
+from commbench.config import ITEMSIZE, MeasureSpec, OutputSpec, resolve_layout, validate
 from commbench.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
 
 CPU_MEMORY_SHARE = 0.8  # leave room for the OS, torch and the check's chunks
@@ -32,6 +32,7 @@ def run_measure(spec: MeasureSpec, output: OutputSpec) -> int:
         raise UsageError(f"bad --nproc {spec.nproc}: at least 1 rank is needed")
     spec = replace(spec, backends=resolve_backends(spec.backends))
     world = env.world if env else (spec.nproc or _default_nproc(spec.backends))
+    spec = resolve_layout(spec, world)
     validate(spec, world)
     check_backends(spec, env.local_world if env else world)
     if env is None:

@@ -1,18 +1,12 @@
 """How a rank fails: one-line diagnoses naming the op, the size and the culprits, the launcher's
-explanation of a failed run from what the ranks left in the store, and fault injection for the
-tests."""
+explanation of a failed run from what the ranks left in the store."""
 
 from __future__ import annotations
 
-import os
 import signal
 
 from commbench.engine.coordination import read_reports
 from commbench.errors import RunFailed
-
-# Fault injection for the tests: "RANK:OP:SIZE[:raise|corrupt]" makes that rank raise before
-# measuring that size, or corrupt one result element before the check compares.
-FAULT_ENV = "COMMBENCH_FAULT"
 
 
 class RankFailure(RunFailed):
@@ -21,14 +15,6 @@ class RankFailure(RunFailed):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
-
-
-def injected_fault(rank: int, op_name: str, size_bytes: int) -> str:
-    """The action COMMBENCH_FAULT asks of this rank at this op and size, or ''."""
-    parts = os.environ.get(FAULT_ENV, "").split(":")
-    if parts[:3] != [str(rank), op_name, str(size_bytes)]:
-        return ""
-    return parts[3] if len(parts) > 3 else "raise"
 
 
 def diagnose(error: Exception, position: str, watch, timeout: float) -> RankFailure:

@@ -1,6 +1,15 @@
 """From one size's measurement to one results row: statistics, bandwidths, slowest rank, skew.
 
 Pure: numbers in, a Row out, so every formula here is tested without starting a process.
+
+Per-rank times combine as ``--rank-time`` says (nccl-tests ``-a``), over the ranks that take
+part (a rank left out of every p2p pair is not waiting for anything and would pull an average
+down or a minimum to zero):
+
+- the mean from each rank's loop total / iterations, then combined, as nccl-tests does;
+- the median and its interval from blocks, each block's per-rank times combined;
+- min, p10, p90, p99, max and std from single calls, each call's per-rank times combined,
+  where the timer times single calls (``tail = call``), else from blocks (``tail = block``).
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from commbench import collectives
 from commbench.collectives.base import Collective, OpContext
 from commbench.engine.sampling import Measurement
 from commbench.results.schema import Row
-from commbench.stats import instability, summarize
+from commbench.stats import combine_ranks, instability, summarize
 
 
 @dataclass(frozen=True)
@@ -26,27 +35,43 @@ class RowContext:
     dtype: str
     itemsize: int
     root: int
+    rank_time: str = "avg"
     timer: str = "host"
+    mesh: str = ""
+    dim: str = ""
+    groups: int = 1
+    span: str = ""
+    peers: str = ""
 
 
 def build_row(op: Collective, ctx: OpContext, where: RowContext, count: int,
-              measurement: Measurement, messages: int, wrong: int) -> Row:
-    """``messages``: transfers per iteration (a pingpong round trip is 2); a row reports the
-    time of one."""
-    per_rank_us = measurement.per_rank / messages * 1e6
-    samples_us = per_rank_us.max(axis=0)
-    stats = summarize(samples_us)
+              measurement: Measurement, messages: int, wrong: int, *,
+              active: np.ndarray | None = None, ranks: np.ndarray | None = None,
+              validation: str = "") -> Row:
+    """``messages``: transfers per iteration (a pingpong round trip is 2; a row reports the
+    time of one). ``active``: which rows of the measurement take part (default all);
+    ``ranks``: the global rank of each row (default 0..n-1)."""
+    total = measurement.per_rank.shape[0]
+    active = np.ones(total, dtype=bool) if active is None else np.asarray(active, dtype=bool)
+    ranks = np.arange(total) if ranks is None else np.asarray(ranks)
+    mode = where.rank_time
+    scale = 1e6 / messages
+    samples_us = combine_ranks(measurement.per_rank[active] * scale, mode)
+    means_us = measurement.rank_means()[active] * scale
+    tail_us = None
+    if measurement.calls is not None:
+        tail_us = combine_ranks(measurement.calls[active] * scale, mode)
+    stats = summarize(samples_us, tail_us, float(combine_ranks(means_us, mode)))
     size_bytes = count * where.itemsize
     algbw = size_bytes / (stats.p50 * 1e-6) / 1e9 if stats.p50 > 0 else 0.0
-    rank_medians = np.median(per_rank_us, axis=1)
-    slowest = int(np.argmax(rank_medians))
-    top = float(rank_medians[slowest])
-    skew = (top - float(rank_medians.min())) / top * 100 if top > 0 else 0.0
+    slowest = int(np.argmax(means_us))
+    top = float(means_us[slowest])
+    skew = (top - float(means_us.min())) / top * 100 if top > 0 else 0.0
     return Row(
         op=collectives.row_name(op.name),
         backend=where.backend,
         device=where.device,
-        world_size=ctx.world,
+        world_size=total,
         nnodes=where.nnodes,
         dtype=where.dtype,
         reduce_op=ctx.reduce_op if op.reduces else "",
@@ -59,14 +84,20 @@ def build_row(op: Collective, ctx: OpContext, where: RowContext, count: int,
         algbw_gbps=algbw,
         busbw_gbps=algbw * op.busbw_factor(ctx.world, ctx.pattern),
         wrong=wrong,
-        slowest_rank=slowest,
+        slowest_rank=int(ranks[active][slowest]),
         skew_pct=skew,
+        rank_time=mode,
+        validation=validation,
+        mesh=where.mesh,
+        dim=where.dim,
         group_size=ctx.world,
-        groups=1,
-        span="intra-node" if where.nnodes == 1 else "inter-node",
+        groups=where.groups,
+        span=where.span,
         pattern=ctx.pattern,
         root=where.root if op.rooted else None,
         unstable=instability(stats.p50, stats.p99, stats.ci_lo, stats.ci_hi),
+        tail="call" if tail_us is not None else "block",
+        peers=where.peers,
         timer=where.timer,
         samples_us=[round(float(s), 4) for s in samples_us],
     )

@@ -4,8 +4,9 @@ Every decision here (how many warm-up iterations, iterations per block, when to 
 the same on all ranks or they deadlock, so each is taken from data all ranks share: block times
 are all-gathered after every round, and every rank applies the same rule to the same numbers.
 
-A sample is one timed block divided by its iteration count; the time that counts is the
-slowest rank's (a collective is done when the last rank is done, SPEC §4).
+A sample is one timed block divided by its iteration count. What a rank keeps: each block's
+time (the samples), the iteration count of each block (so its loop total is exact, as
+nccl-tests' mean is), and where the timer can tell, every single call's time (the tail).
 
 Ranks meet at a barrier once per round, not before every block: within a round the collectives
 themselves keep the ranks in step, and a rank that sleeps in a barrier wakes late on a busy
@@ -15,12 +16,13 @@ over a hand-written loop's fell from 1.49x to 1.07x).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from commbench.engine.timers import Call
-from commbench.stats import ci_halfwidth_pct, median_ci
+from commbench.stats import STOP_CONFIDENCE, ci_halfwidth_pct, effective_size, median_ci
 
 # Below 20 samples the median's 95 % interval spans too much of the distribution ([x(6),
 # x(15)] at 20, [x(2), x(9)] at 10) to trust on a noisy machine; pyperf also keeps 20 values.
@@ -29,9 +31,12 @@ ROUND = 5  # blocks between two all-gathers of block times
 TARGET_SAMPLES = 50  # a block lasts about min_time / TARGET_SAMPLES
 FIXED_SAMPLES = 20  # --iters N is split into this many blocks (fewer if N is smaller)
 MAX_SAMPLES = 2000
+MAX_CALLS = 20_000  # single-call times kept per rank (an even subsample beyond)
 DEFAULT_MAX_WARMUP = 5
-PRECISION_PCT = 5.0  # stop early once the median's 95 % interval is this narrow (± %)...
+PRECISION_PCT = 5.0  # stop early once the median's 99 % interval is this narrow (± %)...
 EARLY_FRACTION = 0.1  # ... and at least this share of the budget is spent
+
+Combine = Callable[[np.ndarray], np.ndarray]  # ranks x samples -> samples
 
 
 @dataclass(frozen=True)
@@ -45,19 +50,72 @@ class Budget:
 
 @dataclass(frozen=True)
 class Measurement:
-    """Seconds per call, one row per rank, one column per sample."""
+    """One size, every rank: seconds per call of each block, and of single calls."""
 
-    per_rank: np.ndarray
-    iters: int
+    per_rank: np.ndarray  # ranks x samples
+    counts: np.ndarray  # iterations in each block
+    calls: np.ndarray | None = None  # ranks x calls (in the order timed), or None
 
     @property
-    def samples(self) -> np.ndarray:
-        """The slowest rank's time for each sample."""
-        return self.per_rank.max(axis=0)
+    def iters(self) -> int:
+        return int(self.counts.sum())
+
+    def rank_means(self) -> np.ndarray:
+        """Each rank's loop total / iterations: nccl-tests' per-rank time, free of block
+        boundaries (a maximum over ranks per short block would count their jitter)."""
+        return (self.per_rank * self.counts).sum(axis=1) / self.counts.sum()
 
 
-def measure(call: Call, timer, control, budget: Budget) -> Measurement:
-    """Time ``call`` on every rank of ``control`` (a Control); see the module docstring."""
+def slowest(per_rank: np.ndarray) -> np.ndarray:
+    return per_rank.max(axis=0)
+
+
+class _Blocks:
+    """What the loop has so far: block times of every rank, counts, this rank's call times."""
+
+    def __init__(self, timer) -> None:
+        self.timer = timer
+        self.per_call = getattr(timer, "times_single_calls", False)
+        self.chunks: list[np.ndarray] = []
+        self.counts: list[int] = []
+        self.calls: list[np.ndarray] = []
+
+    def run(self, call: Call, control, counts: list[int]) -> np.ndarray:
+        """Time one round of blocks (one per count) and all-gather their times."""
+        control.barrier()
+        times = []
+        for count in counts:
+            if self.per_call:
+                total, single = self.timer.block_calls(call, count)
+                self.calls.append(single)
+            else:
+                total = self.timer.block(call, count)
+            times.append(total / count)
+        gathered = control.gather(times)
+        self.chunks.append(gathered)
+        self.counts += counts
+        return gathered
+
+    def per_rank(self) -> np.ndarray:
+        return np.concatenate(self.chunks, axis=1)
+
+    def finish(self, control) -> Measurement:
+        calls = None
+        if self.per_call and self.calls:
+            mine = np.concatenate(self.calls)
+            if mine.size > MAX_CALLS:  # the same even subsample on every rank
+                mine = mine[np.linspace(0, mine.size - 1, MAX_CALLS).astype(np.int64)]
+            calls = control.gather(mine.tolist())
+        return Measurement(per_rank=self.per_rank(), counts=np.asarray(self.counts), calls=calls)
+
+
+def measure(call: Call, timer, control, budget: Budget, combine: Combine = slowest,
+            ) -> Measurement:
+    """Time ``call`` on every rank of ``control`` (a Control); see the module docstring.
+
+    ``combine`` turns per-rank block times into the samples the stopping rule looks at (the
+    row's --rank-time mode over the ranks that take part).
+    """
     call()  # untimed: lazy connection set-up and first-touch page faults
     control.barrier()
     first = float(control.gather([timer.block(call, 1)]).max())
@@ -70,50 +128,50 @@ def measure(call: Call, timer, control, budget: Budget) -> Measurement:
         control.barrier()
         estimate = float(control.gather([timer.block(call, warmup) / warmup]).max())
 
+    blocks = _Blocks(timer)
     if budget.iters is not None:
-        return _fixed(call, timer, control, budget.iters)
-    return _adaptive(call, timer, control, budget.min_time, estimate)
+        _fixed(call, blocks, control, budget.iters)
+    else:
+        _adaptive(call, blocks, control, budget.min_time, estimate, combine)
+    return blocks.finish(control)
 
 
-def _fixed(call: Call, timer, control, iters: int) -> Measurement:
-    blocks = min(iters, FIXED_SAMPLES)
-    base, extra = divmod(iters, blocks)
-    counts = [base + 1] * extra + [base] * (blocks - extra)
-    chunks = []
-    for start in range(0, blocks, ROUND):
-        control.barrier()
-        times = [timer.block(call, count) / count for count in counts[start : start + ROUND]]
-        chunks.append(control.gather(times))
-    return Measurement(per_rank=np.concatenate(chunks, axis=1), iters=iters)
+def _fixed(call: Call, blocks: _Blocks, control, iters: int) -> None:
+    count = min(iters, FIXED_SAMPLES)
+    base, extra = divmod(iters, count)
+    counts = [base + 1] * extra + [base] * (count - extra)
+    for start in range(0, count, ROUND):
+        blocks.run(call, control, counts[start : start + ROUND])
 
 
-def _adaptive(call: Call, timer, control, min_time: float, estimate: float) -> Measurement:
+def _adaptive(call: Call, blocks: _Blocks, control, min_time: float, estimate: float,
+              combine: Combine) -> None:
     per_block = max(1, round(min_time / TARGET_SAMPLES / max(estimate, 1e-9)))
-    chunks: list[np.ndarray] = []
     timed = 0.0
     while True:
-        control.barrier()
-        times = [timer.block(call, per_block) / per_block for _ in range(ROUND)]
-        gathered = control.gather(times)
-        chunks.append(gathered)
+        gathered = blocks.run(call, control, [per_block] * ROUND)
         timed += float(gathered.max(axis=0).sum()) * per_block
-        per_rank = np.concatenate(chunks, axis=1)
-        if _enough(per_rank.max(axis=0), timed, min_time):
-            return Measurement(per_rank=per_rank, iters=per_rank.shape[1] * per_block)
+        if _enough(combine(blocks.per_rank()), timed, min_time):
+            return
 
 
 def _enough(samples: np.ndarray, timed: float, min_time: float) -> bool:
     """The stopping rule: the budget is spent, or the median is already known to ±5 %.
 
-    A size that spends its budget without that precision is flagged later (stats.instability);
-    spending more time on a noisy machine buys little, as the interval narrows with sqrt(n).
+    Known means: the 99 % interval (not the 95 % one the row reports, since the rule looks
+    once per round and would otherwise stop on a lucky narrow interval) over the effective
+    sample size (neighbouring blocks are correlated). A size that spends its budget without
+    that precision is flagged later (stats.instability); more time buys little on a noisy
+    machine, as the interval narrows with sqrt(n).
     """
     count = samples.size
     if count < MIN_SAMPLES:
         return False
     if count >= MAX_SAMPLES or timed >= min_time:
         return True
+    if timed < EARLY_FRACTION * min_time:
+        return False
     ordered = np.sort(samples)
-    low, high = median_ci(ordered)
+    low, high = median_ci(ordered, STOP_CONFIDENCE, effective_size(samples))
     width = ci_halfwidth_pct(float(np.median(ordered)), low, high)
-    return width <= PRECISION_PCT and timed >= EARLY_FRACTION * min_time
+    return width <= PRECISION_PCT

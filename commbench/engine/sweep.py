@@ -4,20 +4,24 @@ turned into rows that rank 0 hands to the sink it was given.
 
 from __future__ import annotations
 
+import functools
 import time
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
 from commbench import collectives
 from commbench.collectives.base import Collective, OpContext
 from commbench.config import ITEMSIZE, MeasureSpec
-from commbench.engine.failures import RankFailure, diagnose, injected_fault
+from commbench.engine.failures import RankFailure, diagnose
+from commbench.engine.faults import Injector
 from commbench.engine.rows import RowContext, build_row
 from commbench.engine.sampling import Budget, measure
 from commbench.engine.session import Session
 from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
 from commbench.sizes import format_size
+from commbench.stats import combine_ranks
 
 REDUCE_OPS = {
     "sum": dist.ReduceOp.SUM,
@@ -46,13 +50,20 @@ def counts_for(op: Collective, spec: MeasureSpec, world: int) -> list[int]:
     return sorted({op.count_for(size, itemsize, world) for size in spec.sizes})
 
 
+def peers_text(pairs: tuple[tuple[int, int], ...]) -> str:
+    return ",".join(f"{a}:{b}" for a, b in pairs)
+
+
 class Sweep:
-    def __init__(self, session: Session, spec: MeasureSpec, sink) -> None:
+    def __init__(self, session: Session, spec: MeasureSpec, sink,
+                 injector: Injector | None = None) -> None:
         self.session = session
         self.spec = spec
         self.sink = sink  # rank 0 only; None elsewhere
+        self.injector = injector or Injector(session.rank, [])
         self.position = "rendezvous"
         self.wrong_total = 0
+        self._noted: set[str] = set()
 
     def planned_rows(self) -> int:
         return sum(len(counts_for(op, self.spec, self.session.world))
@@ -64,10 +75,14 @@ class Sweep:
             self._measure_op(backend, op, variant)
         return self.wrong_total
 
-    def _measure_op(self, backend: str, op: Collective, pattern: str) -> None:
+    def _note(self, text: str) -> None:
+        if self.sink is not None and text not in self._noted:
+            self._noted.add(text)
+            self.sink.note(text)
+
+    def _context(self, backend: str, op: Collective, pattern: str) -> OpContext:
         spec, session = self.spec, self.session
-        device = spec.device_for(backend)
-        ctx = OpContext(
+        return OpContext(
             rank=session.rank,
             world=session.world,
             group=session.group_for(backend),
@@ -77,7 +92,14 @@ class Sweep:
             root=spec.root,
             inplace=spec.inplace,
             pattern=pattern,
+            pairs=spec.peers,
+            window=spec.window,
         )
+
+    def _measure_op(self, backend: str, op: Collective, pattern: str) -> None:
+        spec, session = self.spec, self.session
+        device = spec.device_for(backend)
+        ctx = self._context(backend, op, pattern)
         itemsize = ITEMSIZE[spec.dtype]
         counts = self._fitting(op, ctx, device, counts_for(op, spec, session.world))
         largest = op.layout(ctx, counts[-1]) if counts else None
@@ -85,10 +107,16 @@ class Sweep:
         # Allocated once for the largest size; every size is a view (SPEC §4).
         send = torch.empty(largest.send if largest else 0, dtype=dtype, device=device)
         recv = torch.empty(largest.recv if largest else 0, dtype=dtype, device=device)
-        timer = self._timer(device)
+        timer = self._timer(device, op)
         budget = Budget(min_time=spec.min_time, iters=spec.iters, warmup=spec.warmup)
+        # Which ranks take part: idle ones stay out of the row's time (and of the stop rule).
+        active = session.control.gather([1.0 if op.active(ctx) else 0.0])[:, 0] > 0
+        combine = functools.partial(_combine_active, active=active, mode=spec.rank_time)
         where = RowContext(backend=backend, device=device, nnodes=session.nnodes,
-                           dtype=spec.dtype, itemsize=itemsize, root=spec.root)
+                           dtype=spec.dtype, itemsize=itemsize, root=spec.root,
+                           rank_time=spec.rank_time, timer=timer.name,
+                           span="intra-node" if session.nnodes == 1 else "inter-node",
+                           peers=peers_text(spec.peers) if "peers" in op.extra_options else "")
         for count in counts:
             size_bytes = count * itemsize
             label = f"{op.name}/{pattern}" if pattern else op.name
@@ -97,57 +125,87 @@ class Sweep:
             if self.sink is not None:
                 self.sink.position(self.position)
             started = time.perf_counter()
-            fault = injected_fault(session.rank, op.name, size_bytes)
-            if fault == "raise":
+            self.injector.at(op.name, size_bytes)
+            if self.injector.action("raise"):
                 raise RankFailure("error", f"injected fault in {self.position}")
             try:
                 bufs = op.views(ctx, send, recv, count)
                 op.prepare(ctx, bufs)
-                measurement = measure(op.call(ctx, bufs), timer, session.control, budget)
-                corrupt = fault == "corrupt"
-                wrong = self._check(op, ctx, bufs, corrupt) if spec.check else 0
+                call = op.call(ctx, bufs)
+                measurement = measure(call, timer, session.control, budget, combine)
+                wrong = self._check(op, ctx, bufs, timer, call) if spec.check else 0
             except RankFailure:
                 raise
             except Exception as error:
                 raise diagnose(error, self.position, session.watch, spec.timeout) from None
             self.wrong_total += wrong
             if self.sink is not None:
+                validation = op.validation(ctx, count) if spec.check else "off: --no-check"
                 messages = op.messages_per_iteration(ctx, bufs)
-                row = build_row(op, ctx, where, count, measurement, messages, wrong)
+                row = build_row(op, ctx, where, count, measurement, messages, wrong,
+                                active=active, validation=validation)
                 row.wall_s = round(time.perf_counter() - started, 4)
                 self.sink.row(row.to_dict())
 
     def _fitting(self, op: Collective, ctx: OpContext, device: str,
                  counts: list[int]) -> list[int]:
-        """On GPUs, cap the sweep by free device memory (nccl-tests caps maxBytes likewise)."""
+        """On GPUs, cap the sweep by free device memory (nccl-tests caps maxBytes likewise).
+
+        Every rank says which sizes fit its own buffers (a root of gather or scatter needs
+        world x more than the others) and a size runs only if it fits on every rank: a rank
+        that dropped a size alone would leave the others waiting in it until the timeout.
+        """
         if device != "cuda" or not counts:
             return counts
         torch.cuda.empty_cache()  # the previous op's buffers are free, but still cached
-        free = float(self.session.control.gather([torch.cuda.mem_get_info()[0]]).min())
+        free = torch.cuda.mem_get_info()[0]
         itemsize = ITEMSIZE[self.spec.dtype]
-        fitting = [c for c in counts
-                   if op.bytes_needed(ctx, c, itemsize) <= 0.9 * free - (256 << 20)]
-        if len(fitting) < len(counts) and self.sink is not None:
-            skipped = ", ".join(format_size(c * itemsize) for c in counts[len(fitting) :])
-            self.sink.note(f"skipping {op.name} sizes that do not fit in GPU memory: {skipped}")
+        fits = [1.0 if fits_in(op.bytes_needed(ctx, c, itemsize), free) else 0.0 for c in counts]
+        everywhere = self.session.control.gather(fits).min(axis=0) > 0
+        fitting = [c for c, ok in zip(counts, everywhere, strict=True) if ok]
+        if len(fitting) < len(counts):
+            skipped = ", ".join(format_size(c * itemsize)
+                                for c, ok in zip(counts, everywhere, strict=True) if not ok)
+            self._note(f"skipping {op.name} sizes that do not fit in GPU memory on every "
+                       f"rank: {skipped}")
         return fitting
 
-    def _timer(self, device: str):
+    def _timer(self, device: str, op: Collective):
         if device != "cuda":
             return HostTimer()
         if self.spec.host_timer:
             return HostTimer(sync=torch.cuda.synchronize)
         if self.spec.cuda_graph:
-            return CudaGraphTimer()
+            if op.graph_capturable:
+                return CudaGraphTimer()
+            self._note(f"{op.name} cannot be captured in a CUDA graph: it is timed eagerly "
+                       "with CUDA events (its rows say timer cuda-event)")
         return CudaEventTimer(blocking=self.spec.blocking)
 
-    def _check(self, op: Collective, ctx: OpContext, bufs, corrupt: bool = False) -> int:
-        """Outside the timed loop: fresh inputs, one call, every element compared."""
+    def _check(self, op: Collective, ctx: OpContext, bufs, timer, call) -> int:
+        """Outside the timed loop: fresh inputs, one call, every element compared.
+
+        Under --cuda-graph the call is a replay of a captured one-call graph of the same bound
+        call, so what is checked is what was timed.
+        """
         op.prepare(ctx, bufs)
         self.session.control.barrier()
-        op.call(ctx, bufs)()
+        if isinstance(timer, CudaGraphTimer):
+            timer.graph_for(call, 1).replay()
+        else:
+            call()
         if bufs.recv.is_cuda:
             torch.cuda.synchronize()
-        if corrupt:
+        if self.injector.action("corrupt") and bufs.recv.numel():
             bufs.recv.view(-1)[0] += 1
         return self.session.control.total(op.wrong(ctx, bufs))
+
+
+def fits_in(needed: int, free: int) -> bool:
+    """Whether buffers of ``needed`` bytes fit in ``free`` bytes of GPU memory, keeping 10 %
+    and 256 MiB for NCCL's own buffers and the check's chunks."""
+    return needed <= 0.9 * free - (256 << 20)
+
+
+def _combine_active(per_rank: np.ndarray, active: np.ndarray, mode: str) -> np.ndarray:
+    return combine_ranks(per_rank[active], mode)

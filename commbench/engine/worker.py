@@ -13,6 +13,7 @@ import resource
 from commbench.config import MeasureSpec
 from commbench.engine import facts
 from commbench.engine.failures import RankFailure
+from commbench.engine.faults import Injector
 from commbench.engine.session import Session
 from commbench.engine.sweep import Sweep
 from commbench.results import now
@@ -29,7 +30,9 @@ def run_rank(env, spec: MeasureSpec, sink=None) -> int:
     try:
         session.join()
         session.describe_hosts([spec.device_for(b) for b in spec.backends])
-        sweep = Sweep(session, spec, sink)
+        injector = Injector.from_env(env.rank)
+        injector.install()  # after the control channel bound the real functions
+        sweep = Sweep(session, spec, sink, injector)
         if sink is not None:
             sink.begin(run_meta(spec, session), sweep.planned_rows())
         wrong = sweep.run()

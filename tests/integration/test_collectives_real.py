@@ -113,7 +113,7 @@ def test_reductions_are_exact_in_every_dtype(run_cli, dtype, reduce_op, extra):
 def test_wrong_results_are_counted_and_exit_1(run_cli):
     done, run_dir = run_cli(
         "allgather", "--sizes", "1K,4K", "--iters", "2", "--quiet",
-        env={"COMMBENCH_FAULT": "1:allgather:4096:corrupt"},
+        env={"COMMBENCH_FAULT": "corrupt:1:allgather:4096"},
     )
     assert done.returncode == 1, done.stderr
     assert [r["wrong"] for r in read_rows(run_dir)] == [0, 1]

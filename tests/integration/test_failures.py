@@ -91,7 +91,7 @@ def test_a_stopped_rank_ends_the_run_after_the_timeout(tmp_path):
 
 
 def test_a_rank_raising_names_itself_and_the_size(tmp_path):
-    proc, run_dir = start(tmp_path, env={"COMMBENCH_FAULT": "1:allreduce:64"})
+    proc, run_dir = start(tmp_path, env={"COMMBENCH_FAULT": "raise:1:allreduce:64"})
     err, elapsed = finish(proc, 60)
     assert proc.returncode == 3, err
     assert "rank 1: injected fault in allreduce at 64 (gloo)" in err

@@ -1,0 +1,191 @@
+"""Fault injection, for the tests that prove commbench's checks by breaking what they check.
+
+``COMMBENCH_FAULT`` holds faults separated by ``;``, each ``ACTION[:RANKS[:OP[:SIZE]]]``
+(RANKS: ``1`` or ``0,2``; ``*`` or nothing = any):
+
+- ``raise``: the rank raises before measuring that size (a failing rank);
+- ``corrupt``: one result element is changed before the check compares (a wrong result);
+- ``noop``: the torch.distributed call does nothing at all;
+- ``shift``: the call's result is moved by one element;
+- ``neighbour``: the result holds the neighbouring rank's chunk (reduce-scatter reduces the
+  next chunk; the other ops' results are rotated by one chunk);
+- ``delay=SECONDS``: the call sleeps first (a slow rank, link or node).
+
+The last four wrap the functions of ``torch.distributed`` themselves, inside the ranks, so the
+product's own validation and timing see a broken or slow collective. The control channel binds
+the real functions before the wrappers are installed and keeps working.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from dataclasses import dataclass
+
+FAULT_ENV = "COMMBENCH_FAULT"
+WRAPPING = ("noop", "shift", "neighbour", "delay")
+
+
+@dataclass(frozen=True)
+class Fault:
+    action: str
+    ranks: frozenset[int] | None = None  # None: every rank
+    op: str = ""  # '' = every op
+    size: int | None = None  # None: every size
+    seconds: float = 0.0
+
+    def applies(self, rank: int, op: str, size: int | None) -> bool:
+        return ((self.ranks is None or rank in self.ranks) and (not self.op or self.op == op)
+                and (self.size is None or size is None or self.size == size))
+
+
+def parse(text: str) -> list[Fault]:
+    faults = []
+    for item in filter(None, (part.strip() for part in text.split(";"))):
+        head, *rest = item.split(":")
+        ranks, op, size = ([*rest, "", "", ""][:3])
+        ranks, op, size = (value if value != "*" else "" for value in (ranks, op, size))
+        action, _, seconds = head.partition("=")
+        if action not in ("raise", "corrupt", *WRAPPING):
+            raise ValueError(f"{FAULT_ENV}: unknown action {action!r}")
+        faults.append(Fault(action, frozenset(int(r) for r in ranks.split(",")) if ranks else None,
+                            op, int(size) if size else None, float(seconds or 0)))
+    return faults
+
+
+class Injector:
+    """The faults of this rank; the sweep says which op and size it is at."""
+
+    def __init__(self, rank: int, faults: list[Fault]) -> None:
+        self.rank = rank
+        self.faults = faults
+        self.op = ""
+        self.size: int | None = None
+
+    @classmethod
+    def from_env(cls, rank: int) -> Injector:
+        return cls(rank, parse(os.environ.get(FAULT_ENV, "")))
+
+    def at(self, op: str, size: int) -> None:
+        self.op, self.size = op, size
+
+    def action(self, *names: str) -> Fault | None:
+        """The first fault with one of these actions that applies here and now."""
+        for fault in self.faults:
+            if fault.action in names and fault.applies(self.rank, self.op, self.size):
+                return fault
+        return None
+
+    def install(self) -> None:
+        """Wrap torch.distributed's collectives when a wrapping fault is asked for."""
+        if any(f.action in WRAPPING for f in self.faults):
+            _wrap_distributed(self)
+
+
+# ---- the wrappers -----------------------------------------------------------------------------
+
+class _Done:
+    """What a skipped asynchronous call returns."""
+
+    def wait(self, *args, **kwargs) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
+def _group_size(dist, group) -> int:
+    return dist.get_world_size(group) if group is not None else dist.get_world_size()
+
+
+def _disturb(tensors: list, action: str, parts: int) -> None:
+    """Move the result by one element, or by one of ``parts`` chunks, across ``tensors``."""
+    import torch
+
+    tensors = [t for t in tensors if t is not None and t.numel()]
+    if not tensors:
+        return
+    whole = torch.cat([t.reshape(-1) for t in tensors])
+    step = 1 if action == "shift" else max(1, whole.numel() // max(parts, 1))
+    moved = whole.roll(step)
+    offset = 0
+    for tensor in tensors:
+        tensor.reshape(-1).copy_(moved[offset : offset + tensor.numel()])
+        offset += tensor.numel()
+
+
+# function name -> (where the result is, where the group is): positional index or keyword
+_OUTPUTS = {
+    "all_reduce": (0, "group"),
+    "reduce": (0, "group"),
+    "broadcast": (0, "group"),
+    "all_gather_single": (0, "group"),
+    "all_gather_into_tensor": (0, "group"),
+    "reduce_scatter_single": (0, "group"),
+    "reduce_scatter_tensor": (0, "group"),
+    "all_to_all_single": (0, "group"),
+    "gather": (1, "group"),  # the gather list, at the root
+    "scatter": (0, "group"),
+    "recv": (0, "group"),
+    "send": (None, "group"),
+}
+
+
+def _wrap_distributed(injector: Injector) -> None:
+    import torch.distributed as dist
+
+    for name, (result, _) in _OUTPUTS.items():
+        real = getattr(dist, name, None)
+        if real is not None:
+            setattr(dist, name, _wrapped(dist, injector, name, real, result))
+    real_batch = dist.batch_isend_irecv
+    real_irecv = dist.irecv
+
+    @functools.wraps(real_batch)
+    def batch(ops):
+        fault = injector.action(*WRAPPING)
+        if fault is None:
+            return real_batch(ops)
+        if fault.action == "delay":
+            time.sleep(fault.seconds)
+            return real_batch(ops)
+        if fault.action == "noop":
+            return [_Done()]
+        for work in real_batch(ops):
+            work.wait()
+        received = [op.tensor for op in ops if op.op is real_irecv]
+        _disturb(received[:1], fault.action, _group_size(dist, ops[0].group))
+        return [_Done()]
+
+    dist.batch_isend_irecv = batch
+
+
+def _wrapped(dist, injector: Injector, name: str, real, result):
+    @functools.wraps(real)
+    def call(*args, **kwargs):
+        fault = injector.action(*WRAPPING)
+        if fault is None:
+            return real(*args, **kwargs)
+        if fault.action == "delay":
+            time.sleep(fault.seconds)
+            return real(*args, **kwargs)
+        if fault.action == "noop":
+            return _Done() if kwargs.get("async_op") else None
+        group = kwargs.get("group")
+        parts = _group_size(dist, group)
+        if fault.action == "neighbour" and name.startswith("reduce_scatter"):
+            # Reduce the next rank's chunk: rank r's output is chunk r+1 of the result.
+            output, source = args[0], args[1]
+            rolled = source.roll(-output.numel())
+            return real(output, rolled, *args[2:], **kwargs)
+        done = real(*args, **kwargs)
+        if done is not None and hasattr(done, "wait"):
+            done.wait()
+        if result is not None and len(args) > result and args[result] is not None:
+            target = args[result]
+            _disturb(list(target) if isinstance(target, list) else [target], fault.action,
+                     parts)
+        return done
+
+    return call
