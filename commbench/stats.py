@@ -146,13 +146,14 @@ def ci_halfwidth_pct(p50: float, ci_lo: float, ci_hi: float) -> float:
 
 
 def instability(p50: float, p99: float, ci_lo: float, ci_hi: float) -> str:
-    """Why a size's numbers should not be trusted, or '' when they can be."""
+    """Why a size's numbers should not be trusted, or '' when they can be. ``p99``: of the
+    block samples (a block 3x the median means the machine was busy with something else)."""
     reasons = []
     width = ci_halfwidth_pct(p50, ci_lo, ci_hi)
     if width > UNSTABLE_CI_PCT:
         reasons.append(f"median uncertain by ±{width:.0f}%")
     if p50 > 0 and p99 > UNSTABLE_TAIL_RATIO * p50:
-        reasons.append(f"p99 is {p99 / p50:.1f}x p50")
+        reasons.append(f"p99 of blocks is {p99 / p50:.1f}x the median")
     return "; ".join(reasons)
 
 

@@ -1,18 +1,27 @@
-"""Compare loaded runs (or backends within one run): ratios, significance, verdicts.
+"""Compare loaded runs (or backends within one run): ratios, significance, verdicts, and every
+gap a CI gate must not hide.
 
 Data in, data out; never imports torch. A row is ``slower`` only when the change exceeds the
-threshold **and** the two 95 % confidence intervals of the median do not overlap, so noise alone
-cannot fail CI (asv marks such insignificant changes with ``~``; so does this table).
+threshold **and** the two 95 % confidence intervals of the median do not overlap; a change
+beyond the threshold whose intervals overlap is ``noisy`` (asv marks it ``~``), not ``same``.
+
+Rows are paired only when they measured the same thing (results.schema.KEY_COLUMNS: op,
+pattern, backend, dtype, reduce op, in-place, device, root, rank-time, mesh, dim, group size,
+group, peers, world size, size). Rows of the same op and size that differ in the rest are kept
+apart and named; sizes one side lacks are named; a partial or failed run is named.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from commbench.errors import UsageError
 from commbench.results import Run
-from commbench.results.schema import KEY_COLUMNS
-from commbench.sizes import parse_size
+from commbench.results.schema import IDENTITY_COLUMNS, KEY_COLUMNS
+from commbench.sizes import format_size, parse_size
 
 METRICS = ("lat_us_p50", "busbw_gbps")
+VERDICTS = ("slower", "faster", "noisy", "same")
 # Metadata that makes a comparison suspect when it differs between runs.
 SUSPECT_FIELDS = (
     ("world size", ("world_size",)),
@@ -20,8 +29,34 @@ SUSPECT_FIELDS = (
     ("hosts", ("hosts",)),
     ("torch version", ("versions", "torch")),
     ("NCCL version", ("versions", "nccl")),
+    ("GPU model", ("gpus",)),
     ("dtype", ("config", "dtype")),
 )
+# How a run was timed: a difference makes its numbers not comparable like for like.
+TIMING_FIELDS = (
+    ("--cuda-graph", "cuda_graph"),
+    ("--host-timer", "host_timer"),
+    ("--blocking", "blocking"),
+    ("--min-time", "min_time"),
+    ("--iters", "iters"),
+    ("--warmup", "warmup"),
+)
+
+
+@dataclass
+class Comparison:
+    """The paired rows with verdicts, and everything that was not compared, in words."""
+
+    frame: object  # pandas.DataFrame: one row per pair
+    warnings: list[str] = field(default_factory=list)  # metadata and timing differences
+    apart: list[str] = field(default_factory=list)  # rows kept apart, and why
+    missing: list[str] = field(default_factory=list)  # sizes one side lacks
+    incomplete: list[str] = field(default_factory=list)  # partial or failed runs
+    sources: tuple[str, str] | None = None  # (base, new) when they came from different tools
+
+    def counts(self) -> dict[str, int]:
+        found = self.frame["verdict"].value_counts().to_dict()
+        return {verdict: int(found.get(verdict, 0)) for verdict in VERDICTS}
 
 
 def parse_threshold(text: str) -> float:
@@ -40,6 +75,10 @@ def parse_threshold(text: str) -> float:
 
 def lookup(meta: dict, keys: tuple[str, ...]):
     """A nested run.json value, or None."""
+    if keys == ("gpus",):  # the GPU models of every rank
+        names = sorted({r.get("gpu") for r in meta.get("ranks") or [] if isinstance(r, dict)
+                        and r.get("gpu")})
+        return names or None
     value = meta
     for key in keys:
         if not isinstance(value, dict):
@@ -54,8 +93,29 @@ def metadata_warnings(base: Run, new: Run) -> list[str]:
     for label, keys in SUSPECT_FIELDS:
         a, b = lookup(base.meta, keys), lookup(new.meta, keys)
         if a is not None and b is not None and a != b:
-            warnings.append(f"{base.name} and {new.name} differ in {label}: {a} vs {b}")
+            warnings.append(f"{base.name} and {new.name} differ in {label}: {a} vs {b}; the "
+                            "comparison may be suspect")
+    for flag, key in TIMING_FIELDS:
+        a, b = lookup(base.meta, ("config", key)), lookup(new.meta, ("config", key))
+        if (a is not None or b is not None) and a != b and base.meta and new.meta:
+            warnings.append(f"{base.name} and {new.name} were timed differently: {flag} "
+                            f"{_shown(a)} vs {_shown(b)}")
     return warnings
+
+
+def _shown(value) -> str:
+    return "off" if value in (None, False) else "on" if value is True else str(value)
+
+
+def incomplete_runs(runs: list[Run]) -> list[str]:
+    """Runs that did not finish: a gate must not read a cut-short run as a pass."""
+    found = []
+    for run in runs:
+        status = run.meta.get("status")
+        if status in ("partial", "failed", "running"):
+            error = run.meta.get("error")
+            found.append(f"{run.name} is {status}" + (f" ({error})" if error else ""))
+    return found
 
 
 def size_ranges(text: str) -> list[tuple[int, int]]:
@@ -73,69 +133,143 @@ def size_ranges(text: str) -> list[tuple[int, int]]:
     return ranges
 
 
-def _frame(rows: list[dict]):
+def _frame(rows: list[dict], sizes: list[tuple[int, int]] | None):
     import pandas as pd
 
     frame = pd.DataFrame(rows)
-    if "pattern" not in frame:
-        frame["pattern"] = ""
-    frame["pattern"] = frame["pattern"].fillna("")
+    for column in KEY_COLUMNS:  # rows are filled by the loader; rows built in tests may not be
+        if column not in frame:
+            frame[column] = None
+    frame = frame.astype({"group": object, "root": object})
+    frame[["group", "root"]] = frame[["group", "root"]].where(
+        frame[["group", "root"]].notna(), None)
+    if sizes:
+        frame = frame[frame["size_bytes"].apply(lambda s: any(lo <= s <= hi for lo, hi in sizes))]
     return frame
+
+
+def _series_name(record: dict) -> str:
+    op = record["op"] + (f"/{record['pattern']}" if record.get("pattern") else "")
+    where = f" dim {record['dim']}" if record.get("dim") else ""
+    return f"{op} {record['backend']}{where}"
 
 
 def compare_rows(base_rows, new_rows, metric: str = "lat_us_p50", threshold: float = 0.05,
                  sizes: list[tuple[int, int]] | None = None, keys=KEY_COLUMNS):
-    """Join on ``keys``; one result row per match with baseline, new, ratio and verdict."""
+    """Pair rows on ``keys``; returns (pairs frame, apart messages, missing messages)."""
     if metric not in METRICS:
         raise UsageError(f"unknown --metric {metric!r} (choose from {', '.join(METRICS)})")
     if not threshold >= 0:
         raise UsageError(f"bad --threshold {threshold}: it must not be negative")
-    columns = [*keys, metric, "lat_us_ci_lo", "lat_us_ci_hi", "lat_us_p50", "unstable"]
-    base = _frame(base_rows).reindex(columns=list(dict.fromkeys(columns)))
-    new = _frame(new_rows).reindex(columns=list(dict.fromkeys(columns)))
-    joined = base.merge(new, on=list(keys), suffixes=("_base", "_new"))
-    if sizes:
-        inside = joined["size_bytes"].apply(lambda s: any(lo <= s <= hi for lo, hi in sizes))
-        joined = joined[inside]
+    keys = list(keys)
+    base, new = _frame(base_rows, sizes), _frame(new_rows, sizes)
+    values = [metric, "lat_us_ci_lo", "lat_us_ci_hi", "lat_us_p50", "unstable"]
+    columns = list(dict.fromkeys([*keys, *values]))
+    joined = base.reindex(columns=columns).merge(new.reindex(columns=columns), on=keys,
+                                                 suffixes=("_base", "_new"))
+    apart = _apart(base, new, keys)
+    missing = _missing(base, new, keys)
     if joined.empty:
-        raise UsageError("the runs have no (op, backend, dtype, world size, size) in common")
+        reason = f" ({apart[0]})" if apart else ""
+        raise UsageError(f"the runs have no measurement in common{reason}")
     b, n = joined[f"{metric}_base"], joined[f"{metric}_new"]
-    joined["baseline"] = b
-    joined["new"] = n
-    joined["ratio"] = n / b
+    joined["baseline"], joined["new"], joined["ratio"] = b, n, n / b
+    joined["delta_us"] = joined["lat_us_p50_new"] - joined["lat_us_p50_base"]
+    for side in ("base", "new"):
+        joined[f"ci_lo_{side}"] = joined[f"lat_us_ci_lo_{side}"]
+        joined[f"ci_hi_{side}"] = joined[f"lat_us_ci_hi_{side}"]
     # The median's interval in time; bandwidth is size / time, so overlap is the same test.
     disjoint = (joined["lat_us_ci_hi_base"] < joined["lat_us_ci_lo_new"]) | (
         joined["lat_us_ci_hi_new"] < joined["lat_us_ci_lo_base"]
     )
-    slower_time = joined["lat_us_p50_new"] > joined["lat_us_p50_base"] * (1 + threshold)
-    faster_time = joined["lat_us_p50_new"] * (1 + threshold) < joined["lat_us_p50_base"]
+    slower = joined["lat_us_p50_new"] > joined["lat_us_p50_base"] * (1 + threshold)
+    faster = joined["lat_us_p50_new"] * (1 + threshold) < joined["lat_us_p50_base"]
     if metric == "busbw_gbps":  # barrier rows have no bandwidth: judge them by time as well
-        slower_time = (n * (1 + threshold) < b) | ((b == 0) & slower_time)
-        faster_time = (n > b * (1 + threshold)) | ((b == 0) & faster_time)
+        slower = (n * (1 + threshold) < b) | ((b == 0) & slower)
+        faster = (n > b * (1 + threshold)) | ((b == 0) & faster)
     joined["significant"] = disjoint
     joined["verdict"] = "same"
-    joined.loc[slower_time & disjoint, "verdict"] = "slower"
-    joined.loc[faster_time & disjoint, "verdict"] = "faster"
-    # asv's "~": beyond the threshold, but the intervals overlap.
-    joined["note"] = ""
-    joined.loc[(slower_time | faster_time) & ~disjoint, "note"] = "~ not significant"
+    joined.loc[(slower | faster) & ~disjoint, "verdict"] = "noisy"
+    joined.loc[slower & disjoint, "verdict"] = "slower"
+    joined.loc[faster & disjoint, "verdict"] = "faster"
     unstable = joined["unstable_base"].fillna("").astype(bool) | joined[
         "unstable_new"
     ].fillna("").astype(bool)
-    joined.loc[unstable & (joined["note"] == ""), "note"] = "unstable"
-    return joined[[*keys, "baseline", "new", "ratio", "verdict", "significant", "note"]]
+    joined["note"] = ""
+    joined.loc[unstable, "note"] = "unstable"
+    kept = [*keys, "baseline", "new", "ratio", "delta_us", "ci_lo_base", "ci_hi_base",
+            "ci_lo_new", "ci_hi_new", "verdict", "significant", "note"]
+    return joined[kept], apart, missing
 
 
-def compare_runs(runs: list[Run], metric: str, threshold: float, sizes: str | None):
+def _apart(base, new, keys: list[str]) -> list[str]:
+    """Rows of the same op, backend, world and size that differ in another key and found no
+    exact partner: never paired, and named (one message per kind of difference)."""
+    rest = [k for k in keys if k not in IDENTITY_COLUMNS]
+    identity = [k for k in IDENTITY_COLUMNS if k in keys]
+    if not rest or base.empty or new.empty:
+        return []
+    left = base.reindex(columns=keys).drop_duplicates()
+    right = new.reindex(columns=keys).drop_duplicates()
+    paired = _keys(left, keys) & _keys(right, keys)
+    both = left.merge(right, on=identity, suffixes=("_base", "_new"))
+    messages: list[str] = []
+    for record in both.to_dict("records"):
+        sides = [tuple(_plain(record[k] if k in identity else record[f"{k}_{side}"])
+                       for k in keys) for side in ("base", "new")]
+        if all(side in paired for side in sides):
+            continue
+        diffs = [f"{k} {_shown(record[f'{k}_base'])} vs {_shown(record[f'{k}_new'])}"
+                 for k in rest if _plain(record[f"{k}_base"]) != _plain(record[f"{k}_new"])]
+        message = (f"{_series_name({**record, 'pattern': record.get('pattern_base')})}: "
+                   f"{', '.join(diffs)} (kept apart: they measured different things)")
+        if diffs and message not in messages:
+            messages.append(message)
+    return messages
+
+
+def _plain(value):
+    """None for a missing value (pandas gives NaN), the value itself otherwise."""
+    return None if value is None or value != value else value
+
+
+def _keys(frame, keys: list[str]) -> set[tuple]:
+    return {tuple(_plain(v) for v in row) for row in frame[keys].itertuples(index=False)}
+
+
+def _missing(base, new, keys: list[str]) -> list[str]:
+    """Sizes of a series (everything but the size) that one side measured and the other not."""
+    series = [k for k in keys if k != "size_bytes"]
+    if base.empty or new.empty:
+        return []
+    messages = []
+    left = base.reindex(columns=keys).drop_duplicates()
+    right = new.reindex(columns=keys).drop_duplicates()
+    for side, have, lack in (("new", left, right), ("base", right, left)):
+        both = have.merge(lack[series].drop_duplicates(), on=series)  # series in both runs
+        gaps = both.merge(lack, on=keys, how="left", indicator=True)
+        gaps = gaps[gaps["_merge"] == "left_only"]
+        for _, part in gaps.groupby(series, dropna=False, sort=False):
+            record = part.iloc[0].to_dict()
+            total = len(have.merge(part[series].iloc[:1], on=series))
+            shown = ", ".join(format_size(int(s)) if s else "-" for s in part["size_bytes"][:8])
+            more = f" and {len(part) - 8} more" if len(part) > 8 else ""
+            messages.append(f"{side} lacks {len(part)} of {total} sizes of "
+                            f"{_series_name(record)}: {shown}{more}")
+    return messages
+
+
+def compare_runs(runs: list[Run], metric: str, threshold: float, sizes: str | None
+                 ) -> Comparison:
     """Every run after the first against the first; a single run: its backends against the
-    first backend. Returns (comparison frame, warnings)."""
+    first backend."""
     import pandas as pd
 
     ranges = size_ranges(sizes) if sizes else None
-    warnings: list[str] = []
+    result = Comparison(frame=None, incomplete=incomplete_runs(runs))
     parts = []
     if len(runs) == 1:
-        frame = _frame(runs[0].rows)
+        frame = pd.DataFrame(runs[0].rows)
         backends = list(dict.fromkeys(frame["backend"]))
         if len(backends) < 2:
             raise UsageError("give two runs, or one run measured with several --backend")
@@ -143,17 +277,26 @@ def compare_runs(runs: list[Run], metric: str, threshold: float, sizes: str | No
         first = frame[frame["backend"] == backends[0]].to_dict("records")
         for other in backends[1:]:
             rows = frame[frame["backend"] == other].to_dict("records")
-            part = compare_rows(first, rows, metric, threshold, ranges, keys)
+            part, apart, missing = compare_rows(first, rows, metric, threshold, ranges, keys)
+            result.apart += apart
+            result.missing += missing
             parts.append(part.assign(backend=f"{other} vs {backends[0]}", base=backends[0],
                                      candidate=other))
     else:
         for run in runs[1:]:
-            warnings += metadata_warnings(runs[0], run)
-            part = compare_rows(runs[0].rows, run.rows, metric, threshold, ranges)
+            result.warnings += metadata_warnings(runs[0], run)
+            part, apart, missing = compare_rows(runs[0].rows, run.rows, metric, threshold,
+                                                ranges)
+            result.apart += apart
+            result.missing += missing
             parts.append(part.assign(base=runs[0].name, candidate=run.name))
-    return pd.concat(parts, ignore_index=True), warnings
+        sources = (_source(runs[0]), _source(runs[1]))
+        if len(runs) == 2 and sources[0] != sources[1]:
+            result.sources = sources
+    result.frame = pd.concat(parts, ignore_index=True)
+    return result
 
 
-def verdict_counts(frame) -> dict[str, int]:
-    counts = frame["verdict"].value_counts().to_dict()
-    return {v: int(counts.get(v, 0)) for v in ("slower", "faster", "same")}
+def _source(run: Run) -> str:
+    found = {row.get("source", "commbench") for row in run.rows}
+    return found.pop() if len(found) == 1 else "mixed"

@@ -1,4 +1,9 @@
-"""``commbench compare``: runs in, table / Markdown / JSON / plots and a verdict out."""
+"""``commbench compare``: runs in, table / Markdown / JSON / plots and a verdict out.
+
+A CI gate must never pass on a gap it did not see: rows kept apart, sizes one run lacks and a
+partial or failed run are all named, and --fail-on-regression fails on a partial or failed run
+unless --allow-partial says that is expected.
+"""
 
 from __future__ import annotations
 
@@ -6,58 +11,108 @@ import json
 import sys
 from pathlib import Path
 
-from commbench.analysis.compare import compare_runs, parse_threshold, verdict_counts
+from commbench.analysis.compare import Comparison, compare_runs, parse_threshold
 from commbench.errors import EXIT_FINDING, EXIT_OK, UsageError
 from commbench.results import load_run
+
+STYLES = {"slower": "red", "faster": "green", "noisy": "yellow"}
 
 
 def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str | None,
                 fail_on_regression: bool, markdown: str | None, json_rows: bool,
-                out: str | None) -> int:
+                out: str | None, allow_partial: bool = False) -> int:
     from commbench.output import console as tables
-    from commbench.output.markdown import markdown_table
+    from commbench.output.tables import Layout
 
     threshold = parse_threshold(threshold_text)
     runs = [load_run(path) for path in paths]
-    for run in runs:
-        for warning in run.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
-    frame, warnings = compare_runs(runs, metric, threshold, sizes)
-    for warning in warnings:
-        print(f"warning: {warning}; the comparison may be suspect", file=sys.stderr)
-    headers, rows = tables.table_records(frame, metric)
-    counts = verdict_counts(frame)
-    summary = (f"{counts['slower']} slower, {counts['faster']} faster, {counts['same']} same "
-               f"(threshold {threshold:.0%}, metric {metric})")
+    result = compare_runs(runs, metric, threshold, sizes)
+    notes = _notes(runs, result)
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
+    columns, rows = tables.table_records(result.frame, metric)
+    summary = _summary(result, threshold, metric)
     if json_rows:
-        for record in frame.to_dict("records"):
-            print(json.dumps({k: (v.item() if hasattr(v, "item") else v)
-                              for k, v in record.items()}))
+        for record in result.frame.to_dict("records"):
+            print(json.dumps({k: _plain(v) for k, v in record.items()}))
+        print(json.dumps({"summary": {**result.counts(), "threshold": threshold,
+                                      "metric": metric, "kept_apart": result.apart,
+                                      "missing": result.missing,
+                                      "incomplete": result.incomplete,
+                                      "warnings": result.warnings}}))
     else:
-        from rich.table import Table
-
         console = tables.make_console()
-        table = Table(title="comparison", title_justify="left", header_style="bold")
-        for index, header in enumerate(headers):
-            table.add_column(header, justify="left" if index in (0, 1, 6, 7, 8) else "right")
-        styles = {"slower": "red", "faster": "green"}
-        for row in rows:
-            table.add_row(*row, style=styles.get(row[6], ""))
-        console.print(table)
-        console.print(summary)
+        if result.sources:
+            base, new = result.sources
+            console.print(f"{new} vs {base}: ratio = {new} / {base}, delta = the µs {new} "
+                          f"adds per call (torch.distributed overhead when {base} is "
+                          "nccl-tests on the same machine)", markup=False, soft_wrap=True)
+        layout = Layout(columns, rows, tables.terminal_width())
+        for line in layout.header():
+            console.print(line, style="bold", markup=False, highlight=False, soft_wrap=True)
+        for cells in rows:
+            for line in layout.row(cells):
+                console.print(line, style=STYLES.get(cells[9]), markup=False,
+                              highlight=False, soft_wrap=True)
+        console.print(summary, markup=False, soft_wrap=True)
     if markdown:
-        text = "## commbench compare\n\n" + markdown_table(headers, rows)
-        text += f"\n\n{summary}\n"
-        try:
-            with open(markdown, "a") as handle:
-                handle.write(text + "\n")
-        except OSError as error:
-            raise UsageError(f"cannot write --markdown {markdown}: {error.strerror}") from None
+        _append_markdown(markdown, columns, rows, summary, notes)
     if out:
         from commbench.output.report import overlay_plots
 
-        Path(out).mkdir(parents=True, exist_ok=True)
-        overlay_plots(runs, Path(out))
-    if fail_on_regression and counts["slower"]:
-        return EXIT_FINDING
+        try:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            overlay_plots(runs, Path(out), result.frame, threshold)
+        except OSError as error:
+            raise UsageError(f"cannot write --out {out}: {error.strerror or error}") from None
+    if fail_on_regression:
+        if result.counts()["slower"]:
+            return EXIT_FINDING
+        if result.incomplete and not allow_partial:
+            print(f"error: {'; '.join(result.incomplete)}: a partial or failed run cannot "
+                  "pass the gate (add --allow-partial to accept it)", file=sys.stderr)
+            return EXIT_FINDING
     return EXIT_OK
+
+
+def _notes(runs, result: Comparison) -> list[str]:
+    notes = [warning for run in runs for warning in run.warnings]
+    notes += result.warnings + result.incomplete + result.apart + result.missing
+    return notes
+
+
+def _summary(result: Comparison, threshold: float, metric: str) -> str:
+    counts = result.counts()
+    text = (f"{counts['slower']} slower, {counts['faster']} faster, {counts['noisy']} noisy, "
+            f"{counts['same']} same (threshold {threshold:.0%}, metric {metric})")
+    gaps = []
+    if result.apart:
+        gaps.append(f"{len(result.apart)} kind(s) of rows kept apart")
+    if result.missing:
+        gaps.append(f"{len(result.missing)} series with sizes missing")
+    if result.incomplete:
+        gaps.append("; ".join(result.incomplete))
+    return text + (f"; {'; '.join(gaps)}" if gaps else "")
+
+
+def _append_markdown(path: str, columns, rows, summary: str, notes: list[str]) -> None:
+    from commbench.output.markdown import headers_of, markdown_table
+
+    text = "## commbench compare\n\n" + markdown_table(headers_of(columns), rows)
+    text += f"\n\n{summary}\n"
+    if notes:
+        text += "\n" + "\n".join(f"- {note}" for note in notes) + "\n"
+    try:
+        with open(path, "a") as handle:
+            handle.write(text + "\n")
+    except OSError as error:
+        raise UsageError(f"cannot write --markdown {path}: {error.strerror}") from None
+
+
+def _plain(value):
+    """JSON-friendly: numpy scalars as Python values, NaN as null."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and value != value:
+        return None
+    return value

@@ -7,6 +7,7 @@ then finish the folder and show the table. A failure keeps every measured row.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -105,14 +106,15 @@ def _check_host_memory(spec: MeasureSpec, world: int) -> None:
 
 
 def _sink(spec: MeasureSpec, output: OutputSpec, path: Path):
-    """Rank 0's sinks: the run folder, warnings, --json lines or a progress bar."""
-    from commbench.output.live import JsonRows, Notes, ProgressBar, Sinks
+    """Rank 0's sinks: the run folder, and --json lines or the live table (with a progress
+    bar on a terminal)."""
+    from commbench.output.live import JsonRows, Live, Notes, Sinks
     from commbench.results import RunWriter
 
-    progress = sys.stdout.isatty() and not output.quiet and not output.json_rows
     writer = RunWriter(path, {"name": path.name, "command_line": list(output.command_line)})
-    return Sinks(writer, Notes(), JsonRows() if output.json_rows else None,
-                 ProgressBar() if progress else None)
+    if output.json_rows:
+        return Sinks(writer, Notes(), JsonRows())
+    return Sinks(writer, Live(progress=sys.stdout.isatty() and not output.quiet))
 
 
 def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
@@ -132,13 +134,19 @@ def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
     from commbench.engine.failures import explain
     from commbench.launch.local import run_local
 
+    print(f"starting {world} local {'+'.join(spec.backends)} rank(s) ...", file=sys.stderr,
+          flush=True)
+    if world > (os.cpu_count() or 1):
+        print(f"warning: {world} ranks on {os.cpu_count()} CPU cores: ranks wait for a core "
+              "and times include that wait (nccl-tests' -n is --iters here)", file=sys.stderr)
     try:
         run_local(run_rank, (spec, sink), world, spec.timeout, spec.uses_cuda(), explain)
     except (RunFailed, Interrupted) as error:
         rows = results.read_rows(path)
-        finish(path, "partial" if rows else "failed", str(error))
+        run = finish(path, "partial" if rows else "failed", str(error))
         print(f"error: {error}", file=sys.stderr)
-        print(f"kept {len(rows)} measured row(s) in {path}", file=sys.stderr)
+        print(f"kept {len(rows)} measured row(s) in {path} (status {run.meta['status']})",
+              file=sys.stderr)
         return error.exit_code
     return _show(finish(path, "complete"), output)
 
@@ -161,29 +169,38 @@ def _run_external(spec: MeasureSpec, env, sink, path: Path | None) -> int:
 
 
 def finish(path: Path, status: str, error: str = ""):
-    """The end of every run, whatever happened: status, CSV, summary and plots."""
+    """The end of every run, whatever happened: status, CSV, summary and plots.
+
+    A run stopped (Ctrl-C) after its last planned row was measured is complete.
+    """
     from commbench import results
     from commbench.output.files import write_run_files
 
+    if status != "complete" and _all_rows_measured(path):
+        status, error = "complete", ""
+    print("writing results.csv, summary.md and plots ...", file=sys.stderr, flush=True)
     run = results.finalize(path, status, error)
     write_run_files(run)
     return run
 
 
+def _all_rows_measured(path: Path) -> bool:
+    from commbench import results
+
+    planned = results.read_meta(path).get("planned_rows")
+    return bool(planned) and len(results.read_rows(path)) >= planned
+
+
 def _show(run, output: OutputSpec) -> int:
-    """The console table (unless --json), where the files are, and the exit code."""
-    from commbench.output import console as tables
+    """After the live table: what to distrust, where the files are, and the exit code."""
+    from commbench.output.console import unstable_notes
     from commbench.results import rows_frame
     from commbench.stats import UNSTABLE_ADVICE
 
     rows = run.rows
     wrong = sum(int(row.get("wrong", 0)) for row in rows)
     if rows and not output.json_rows:
-        console = tables.make_console()
-        frame = rows_frame(rows)
-        for table in tables.console_tables(frame):
-            console.print(table)
-        notes = tables.unstable_notes(frame)
+        notes = unstable_notes(rows_frame(rows))
         if notes:
             print(f"warning: {len(notes)} of {len(rows)} {UNSTABLE_ADVICE}:", file=sys.stderr)
             for note in notes[:SHOWN_NOTES]:
@@ -191,7 +208,7 @@ def _show(run, output: OutputSpec) -> int:
             if len(notes) > SHOWN_NOTES:
                 print(f"  ... {len(notes) - SHOWN_NOTES} more in {run.path}/summary.md",
                       file=sys.stderr)
-        console.print(f"results: {run.path}")
+        print(f"results: {run.path}")
     if wrong:
         print(f"error: {wrong} wrong element(s) in the results (see the #wrong column)",
               file=sys.stderr)

@@ -1,113 +1,212 @@
-"""Tables for people: the console table in the nccl-tests spirit, from the same records as the
-Markdown summary, so what a terminal shows is what a PR gets.
+"""Tables for people: the sweep table in the nccl-tests spirit (printed live, row by row, or as
+Markdown in summary.md and the report) and the compare table, from the same cells, so what a
+terminal shows is what a PR gets.
 """
 
 from __future__ import annotations
 
+import shutil
+import sys
+
+from commbench.output.tables import Column
 from commbench.sizes import format_size
 
-HEADERS = ("size", "count", "type", "time us", "algbw GB/s", "busbw GB/s", "#wrong", "p99 us",
-           "skew %")
+# The sweep table. ``drop``: the order in which columns go when the terminal is narrow
+# (count and type first: the title line names the dtype).
+SWEEP = [
+    Column("size", "B", width=7),
+    Column("count", "elements", width=10, drop=5),
+    Column("type", width=8, drop=6, left=True),
+    Column("time", "us", width=9),
+    Column("algbw", "GB/s", width=7, drop=3),
+    Column("busbw", "GB/s", width=7),
+    Column("#wrong", width=6),
+    Column("p99", "us", width=9, drop=2),
+    Column("skew", "%", width=5, drop=4),
+]
+GROUP = Column("group", width=5, drop=1)
+BACKEND = Column("backend", width=7, drop=1, left=True)
+NOTE = Column("", width=8, drop=7, left=True)
 
 
-def _title(op: str, pattern) -> str:
-    return f"{op} ({pattern})" if isinstance(pattern, str) and pattern else op
+def ratio_column(first_backend: str) -> Column:
+    return Column(f"vs {first_backend}", "time", width=7, drop=3)
+
+
+def terminal_width() -> int | None:
+    """The terminal's width, or None (no limit) when stdout is a file or a pipe."""
+    if not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def make_console():
+    """A rich Console; a log or a pipe gets lines as long as they are (nothing is cut)."""
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+
+
+def size_text(size_bytes) -> str:
+    return format_size(int(size_bytes)) if size_bytes else "-"
+
+
+def _number(value, digits: int) -> str:
+    return "-" if value is None or value != value else f"{value:.{digits}f}"
+
+
+def sweep_cells(record: dict) -> list[str]:
+    """A row's cells in SWEEP order; an op without data (barrier) shows '-' for its type and
+    bandwidths."""
+    data = bool(record["size_bytes"])
+    return [
+        size_text(record["size_bytes"]),
+        str(int(record["count"])) if data else "-",
+        str(record["dtype"]) if data else "-",
+        _number(record["lat_us_p50"], 1),
+        _number(record["algbw_gbps"], 3) if data else "-",
+        _number(record["busbw_gbps"], 3) if data else "-",
+        str(int(record["wrong"])),
+        _number(record["lat_us_p99"], 1),
+        _number(record["skew_pct"], 1),
+    ]
+
+
+def group_key(record: dict) -> tuple:
+    """Rows sharing a table: one op and variant on one layout (the whole world or a dim)."""
+    return (record["op"], record.get("pattern") or "", record.get("mesh") or "",
+            record.get("dim") or "")
+
+
+def group_title(record: dict) -> str:
+    """'allreduce', 'p2p (ring)', 'allreduce, dim tp: 2 groups of 4, intra-node'."""
+    title = record["op"] + (f" ({record['pattern']})" if record.get("pattern") else "")
+    if record.get("dim"):
+        groups = int(record.get("groups") or 1)
+        span = f", {record['span']}" if record.get("span") else ""
+        title += (f", dim {record['dim']} of {record['mesh']}: {groups} group"
+                  f"{'s' if groups != 1 else ''} of {int(record['group_size'])}{span}")
+    return title
+
+
+def timing_note(record: dict) -> str:
+    """How the numbers were made, said once per table: time and p99 mean different things."""
+    tail = "single calls" if record.get("tail") == "call" else "blocks"
+    return (f"{record.get('dtype', '')}, time = median, rank-time {record.get('rank_time')}, "
+            f"p99 over {tail}")
 
 
 def table_groups(frame) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(title, headers, rows) per op; several backends share a table with a time ratio."""
-    groups = []
-    backends = list(dict.fromkeys(frame["backend"]))
+    """(title, headers, rows) per table, for Markdown: every column, none dropped.
+
+    Several backends share a table, with each row's time over the first backend's."""
+    records = frame.to_dict("records")
+    backends = list(dict.fromkeys(r["backend"] for r in records))
     several = len(backends) > 1
-    patterns = frame["pattern"].fillna("") if "pattern" in frame else [""] * len(frame)
-    frame = frame.assign(_pattern=list(patterns))
-    for (op, pattern), part in frame.groupby(["op", "_pattern"], sort=False):
-        headers = list(HEADERS)
+    tables: dict[tuple, list[dict]] = {}
+    for record in records:
+        tables.setdefault(group_key(record), []).append(record)
+    # An imported nccl-tests run has in-place and out-of-place rows of one op: two tables.
+    for key in list(tables):
+        if len({bool(r.get("inplace")) for r in tables[key]}) > 1:
+            part = tables.pop(key)
+            for inplace in (False, True):
+                tables[(*key, inplace)] = [r for r in part if bool(r.get("inplace")) == inplace]
+    groups = []
+    for part in tables.values():
+        per_group = any(r.get("group") is not None and r.get("group") == r.get("group")
+                        for r in part)
+        columns = list(SWEEP)
+        if per_group:
+            columns.insert(1, GROUP)
         if several:
-            headers[3:3] = ["backend"]
-            headers.append(f"time / {backends[0]}")
-        headers.append("")
-        base = {}
-        if several:
-            first = part[part["backend"] == backends[0]]
-            base = dict(zip(first["size_bytes"], first["lat_us_p50"], strict=False))
-        part = part.sort_values(["size_bytes"], kind="stable")
+            columns.insert(3, BACKEND)
+            columns.append(ratio_column(backends[0]))
+        columns.append(NOTE)
+        base = {r["size_bytes"]: r["lat_us_p50"] for r in part
+                if r["backend"] == backends[0] and _is_combined(r)}
         rows = []
-        for record in part.to_dict("records"):
-            cells = [
-                format_size(int(record["size_bytes"])) if record["size_bytes"] else "-",
-                str(int(record["count"])),
-                str(record["dtype"]),
-                f"{record['lat_us_p50']:.1f}",
-                f"{record['algbw_gbps']:.3f}",
-                f"{record['busbw_gbps']:.3f}",
-                str(int(record["wrong"])),
-                f"{record['lat_us_p99']:.1f}",
-                f"{record['skew_pct']:.1f}",
-            ]
+        for record in sorted(part, key=lambda r: (r["size_bytes"], _group_order(r))):
+            cells = sweep_cells(record)
+            if per_group:
+                cells.insert(1, group_text(record))
             if several:
-                cells[3:3] = [str(record["backend"])]
+                cells.insert(3, str(record["backend"]))
                 reference = base.get(record["size_bytes"])
-                ratio = record["lat_us_p50"] / reference if reference else float("nan")
-                cells.append(f"{ratio:.2f}x")
+                cells.append(f"{record['lat_us_p50'] / reference:.2f}x" if reference else "-")
             cells.append("unstable" if record.get("unstable") else "")
             rows.append(cells)
-        groups.append((_title(op, pattern), headers, rows))
+        headers = [f"{c.name} ({c.unit})" if c.unit else c.name for c in columns]
+        title = group_title(part[0])
+        if len(key := group_key(part[0])) and any(k[:len(key)] == key and len(k) > len(key)
+                                                   for k in tables):
+            title += " (in place)" if part[0].get("inplace") else " (out of place)"
+        title = f"{title} [{timing_note(part[0])}]"
+        groups.append((title, headers, rows))
     return groups
+
+
+def _is_combined(record: dict) -> bool:
+    group = record.get("group")
+    return group is None or group != group
+
+
+def _group_order(record: dict) -> int:
+    return -1 if _is_combined(record) else int(record["group"])
+
+
+def group_text(record: dict) -> str:
+    return "all" if _is_combined(record) else str(int(record["group"]))
 
 
 def unstable_notes(frame) -> list[str]:
     if "unstable" not in frame:
         return []
     flagged = frame[frame["unstable"].fillna("").astype(bool)]
+    return [f"{group_title(row)} {row['backend']} {size_text(row['size_bytes'])}: "
+            f"{row['unstable']}" for row in flagged.to_dict("records")]
+
+
+# ---- compare --------------------------------------------------------------------------------
+
+def compare_columns(metric: str) -> list[Column]:
+    unit = "us" if metric.startswith("lat") else "GB/s"
     return [
-        f"{_title(row.op, row.pattern)} {row.backend} "
-        f"{format_size(int(row.size_bytes)) if row.size_bytes else '-'}: {row.unstable}"
-        for row in flagged.itertuples()
+        Column("op", width=9, left=True),
+        Column("backend", width=7, drop=4, left=True),
+        Column("size", width=5),
+        Column("baseline", unit),
+        Column("95% CI", "us", drop=2),
+        Column("new", unit),
+        Column("95% CI", "us", drop=2),
+        Column("ratio", width=5),
+        Column("delta", "us", drop=3),
+        Column("verdict", width=7, left=True),
+        Column("", drop=5, left=True),
+        Column("candidate", drop=6, left=True),
     ]
 
 
-def make_console():
-    """A rich Console; a log or a pipe gets tables wide enough not to truncate columns."""
-    import sys
-
-    from rich.console import Console
-
-    return Console(width=None if sys.stdout.isatty() else 132)
-
-
-def console_tables(frame):
-    """rich Tables, one per op."""
-    from rich.table import Table
-
-    tables = []
-    for title, headers, rows in table_groups(frame):
-        table = Table(title=title, title_justify="left", header_style="bold")
-        for index, header in enumerate(headers):
-            table.add_column(header, justify="left" if index in (0, 2) else "right")
-        for row in rows:
-            table.add_row(*row)
-        tables.append(table)
-    return tables
-
-
-def table_records(frame, metric: str) -> tuple[list[str], list[list[str]]]:
-    """Headers and formatted cells, shared by the console, Markdown and HTML."""
-    unit = "us" if metric.startswith("lat") else "GB/s"
-    headers = ["op", "backend", "size", f"baseline {unit}", f"new {unit}", "ratio", "verdict",
-               "", "candidate"]
+def table_records(frame, metric: str) -> tuple[list[Column], list[list[str]]]:
+    """Columns and formatted cells of a comparison, shared by the console, Markdown and HTML."""
+    digits = 3 if metric == "busbw_gbps" else 1
     rows = []
     for record in frame.to_dict("records"):
         op = record["op"] + (f"/{record['pattern']}" if record.get("pattern") else "")
+        if record.get("dim"):
+            op += f" [{record['dim']}]"
         rows.append([
             op,
             str(record["backend"]),
-            format_size(int(record["size_bytes"])) if record["size_bytes"] else "-",
-            f"{record['baseline']:.3f}" if unit == "GB/s" else f"{record['baseline']:.1f}",
-            f"{record['new']:.3f}" if unit == "GB/s" else f"{record['new']:.1f}",
+            size_text(record["size_bytes"]),
+            f"{record['baseline']:.{digits}f}",
+            f"{record['ci_lo_base']:.1f}-{record['ci_hi_base']:.1f}",
+            f"{record['new']:.{digits}f}",
+            f"{record['ci_lo_new']:.1f}-{record['ci_hi_new']:.1f}",
             f"{record['ratio']:.2f}x",
+            f"{record['delta_us']:+.1f}",
             record["verdict"],
             record["note"],
             str(record["candidate"]),
         ])
-    return headers, rows
+    return compare_columns(metric), rows

@@ -15,8 +15,6 @@ def write_run_files(run: Run) -> None:
         summary.write_text(f"# {run.path.name}\n\nNo rows were measured ({status}).\n")
         return
     frame = rows_frame(run.rows)
-    title = run.name
-    summary.write_text(summary_markdown(frame, title, run.meta))
-    series = plots.series_labels(frame)
-    plots.bandwidth(frame.assign(series=series), run.path / BANDWIDTH_PNG, title)
-    plots.latency(frame.assign(series=series), run.path / LATENCY_PNG, title)
+    summary.write_text(summary_markdown(frame, run.name, run.meta))
+    plots.bandwidth(frame, run.path / BANDWIDTH_PNG, run.name)
+    plots.latency(frame, run.path / LATENCY_PNG, run.name)

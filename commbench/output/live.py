@@ -1,5 +1,6 @@
-"""What rank 0 shows while it measures: JSON lines on stdout (--json), a progress bar on a
-terminal. Both are sinks the measure command hands to the engine next to the file sink."""
+"""What rank 0 shows while it measures: the table growing row by row under a progress bar, or
+JSON lines on stdout (--json). Sinks the measure command hands to the engine next to the file
+sink."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ class _Quiet:
 
 
 class Notes(_Quiet):
-    """Warnings from the ranks (sizes skipped for memory, ...) on stderr."""
+    """Warnings from the ranks (sizes skipped for memory, ...) on stderr (--json)."""
 
     def note(self, text: str) -> None:
         print(f"warning: {text}", file=sys.stderr, flush=True)
@@ -75,35 +76,103 @@ class JsonRows(_Quiet):
         print(json.dumps(shown), flush=True)
 
 
-class ProgressBar(_Quiet):
-    """A rich progress bar on a terminal; created in the rank, not pickled with it."""
+class Live(_Quiet):
+    """Rows printed as they are measured (the table grows, nccl-tests style), under a progress
+    bar with an ETA on a terminal. Built in the command, started in rank 0 (not pickled live).
+    """
 
-    def __init__(self) -> None:
-        self._progress = None
+    def __init__(self, progress: bool) -> None:
+        self.progress = progress
+        self._console = None
+        self._bar = None
         self._task = None
+        self._layout = None
+        self._table = None
+        self._first_times: dict = {}
+        self._first_backend = ""
+        self._several = False
+        self._per_group = False
 
     def begin(self, meta: dict, planned: int) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+        from commbench.output.console import make_console
 
-        self._progress = Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            transient=True,
-        )
-        self._progress.start()
-        self._task = self._progress.add_task("measuring", total=planned)
+        self._console = make_console()
+        backends = meta.get("backends") or []
+        self._several = len(backends) > 1
+        self._first_backend = backends[0] if backends else ""
+        self._per_group = bool((meta.get("config") or {}).get("per_group"))
+        if self.progress:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._bar = Progress(
+                "[progress.description]{task.description}",
+                BarColumn(bar_width=20),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                "eta",
+                TimeRemainingColumn(),
+                console=self._console,
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("measuring", total=planned)
 
     def position(self, where: str) -> None:
-        if self._progress is not None:
-            self._progress.update(self._task, description=where)
+        if self._bar is not None:
+            self._bar.update(self._task, description=where)
+
+    def _print(self, line: str) -> None:
+        self._console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     def row(self, record: dict) -> None:
-        if self._progress is not None:
-            self._progress.advance(self._task)
+        from commbench.output import console as tables
+        from commbench.output.tables import Layout
+
+        key = (tables.group_key(record), record["backend"])
+        if key != self._table:
+            self._table = key
+            columns = list(tables.SWEEP)
+            if self._per_group and record.get("dim"):
+                columns.insert(1, tables.GROUP)
+            if self._several:
+                columns.insert(3, tables.BACKEND)
+                columns.append(tables.ratio_column(self._first_backend))
+            columns.append(tables.NOTE)
+            self._layout = Layout(columns, [], tables.terminal_width())
+            backend = f" {record['backend']}" if not self._several else ""
+            self._print("")
+            self._print(f"# {tables.group_title(record)}{backend} "
+                        f"[{tables.timing_note(record)}]")
+            for line in self._layout.header():
+                self._print(line)
+        cells = tables.sweep_cells(record)
+        if self._per_group and record.get("dim"):
+            cells.insert(1, tables.group_text(record))
+        if self._several:
+            cells.insert(3, str(record["backend"]))
+            where = (tables.group_key(record), record["size_bytes"], record.get("group"))
+            if record["backend"] == self._first_backend:
+                self._first_times[where] = record["lat_us_p50"]
+            reference = self._first_times.get(where)
+            cells.append(f"{record['lat_us_p50'] / reference:.2f}x" if reference else "-")
+        cells.append("unstable" if record.get("unstable") else "")
+        for line in self._layout.row(cells):
+            self._print(line)
+        if self._bar is not None:
+            self._bar.advance(self._task)
+
+    def note(self, text: str) -> None:
+        if self._console is not None:
+            self._console.print(f"warning: {text}", markup=False, highlight=False,
+                                soft_wrap=True, style="yellow")
 
     def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None

@@ -6,6 +6,11 @@ from commbench.output.console import table_groups, unstable_notes
 from commbench.stats import UNSTABLE_ADVICE
 
 
+def headers_of(columns) -> list[str]:
+    """Column names with their units, for tables that show every column."""
+    return [f"{c.name} ({c.unit})" if c.unit else c.name for c in columns]
+
+
 def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
@@ -19,7 +24,8 @@ def summary_markdown(frame, title: str, meta: dict) -> str:
     parts.append(
         f"world size {meta.get('world_size', '?')} on {meta.get('nnodes', '?')} node(s), "
         f"torch {versions.get('torch', '?')}, status **{meta.get('status', '?')}**. "
-        "Time = median latency (µs) of the slowest rank; busbw per nccl-tests."
+        "time = median latency (µs) over blocks of per-rank times combined as the "
+        "table's rank-time says; busbw per nccl-tests."
     )
     if meta.get("error"):
         parts += ["", f"> error: {meta['error']}"]

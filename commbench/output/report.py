@@ -1,8 +1,9 @@
 """The report: Markdown and one self-contained HTML page over one or more runs.
 
 The HTML embeds its plots as data URIs and loads nothing from anywhere, so it can be attached
-to a ticket or archived as a CI artefact. Every value that comes from a user or a machine (run
-names, host names, environment, command lines) is HTML-escaped.
+to a ticket or archived as a CI artefact. It opens with the verdicts against the first run,
+coloured; every value that comes from a user or a machine (run names, host names,
+environment, command lines) is HTML-escaped.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from commbench.analysis.compare import lookup
 from commbench.output import plots
 from commbench.output.console import table_groups
-from commbench.output.markdown import markdown_table
+from commbench.output.markdown import headers_of, markdown_table
 from commbench.results import Run, rows_frame
 
 ENVIRONMENT = (
@@ -22,6 +23,7 @@ ENVIRONMENT = (
     ("world size", ("world_size",)),
     ("nodes", ("nnodes",)),
     ("hosts", ("hosts",)),
+    ("GPU", ("gpus",)),
     ("launcher", ("launcher",)),
     ("backends", ("backends",)),
     ("commbench", ("versions", "commbench")),
@@ -29,11 +31,13 @@ ENVIRONMENT = (
     ("NCCL", ("versions", "nccl")),
     ("CUDA", ("versions", "cuda_runtime")),
     ("python", ("versions", "python")),
+    ("source", ("source",)),
     ("started", ("start_time",)),
     ("ended", ("end_time",)),
     ("command", ("command_line",)),
     ("error", ("error",)),
 )
+VERDICT_CSS = {"slower": "#f8d0d0", "faster": "#d4f0d4", "noisy": "#fbeccb"}
 
 
 def _value(meta: dict, keys: tuple[str, ...]) -> str:
@@ -45,38 +49,55 @@ def _value(meta: dict, keys: tuple[str, ...]) -> str:
     return str(value)
 
 
-def overlay_plots(runs: list[Run], out: Path) -> dict[str, Path]:
-    """Bandwidth and latency plots with every run overlaid."""
+def environment_rows(runs: list[Run]) -> list[list[str]]:
+    """The environment table: the fixed items, then every NCCL_* variable any run had set."""
+    rows = [[label, *[_value(run.meta, keys) for run in runs]] for label, keys in ENVIRONMENT]
+    names = sorted({name for run in runs for name in (run.meta.get("env") or {})
+                    if name.startswith("NCCL_")})
+    rows += [[name, *[(run.meta.get("env") or {}).get(name, "-") for run in runs]]
+             for name in names]
+    return rows
+
+
+def overlay_plots(runs: list[Run], out: Path, comparison=None, threshold: float = 0.05,
+                  metric: str = "lat_us_p50") -> dict[str, Path]:
+    """Bandwidth and latency plots with every run overlaid; with a comparison, its ratios."""
     import pandas as pd
 
     frames = [rows_frame(run.rows).assign(run=run.name) for run in runs]
     frame = pd.concat(frames, ignore_index=True)
-    frame = frame.assign(series=plots.series_labels(frame))
     paths = {"bandwidth": out / "bandwidth.png", "latency": out / "latency.png"}
     title = runs[0].name if len(runs) == 1 else f"{len(runs)} runs"
     plots.bandwidth(frame, paths["bandwidth"], title)
     plots.latency(frame, paths["latency"], title)
+    if comparison is not None and len(comparison):
+        paths["ratio"] = out / "ratio.png"
+        plots.ratio(comparison, paths["ratio"], title, threshold, metric)
     return paths
 
 
-def write_report(runs: list[Run], comparisons: list[tuple[str, tuple]], out: Path,
-                 ) -> tuple[Path, Path]:
+def write_report(runs: list[Run], comparisons: list[tuple[str, list, list]], summaries:
+                 list[str], out: Path, comparison_frame=None) -> tuple[Path, Path]:
     """Write report.md, report.html and the plots into ``out`` (which exists).
 
-    ``comparisons``: (candidate run name, (headers, rows)) against the first run.
+    ``comparisons``: (candidate name, columns, rows) of each run against the first;
+    ``summaries``: one line per comparison (verdict counts and gaps).
     """
-    images = overlay_plots(runs, out)
-
-    md = ["# commbench report", "", "## Environment", ""]
+    images = overlay_plots(runs, out, comparison_frame)
     env_headers = ["", *[run.name for run in runs]]
-    env_rows = [[label, *[_value(run.meta, keys) for run in runs]] for label, keys in ENVIRONMENT]
-    md += [markdown_table(env_headers, env_rows), ""]
-    md += ["## Plots", "", "![bandwidth](bandwidth.png)", "", "![latency](latency.png)", ""]
+    env_rows = environment_rows(runs)
+
+    md = ["# commbench report", ""]
+    md += [f"- {line}" for line in summaries] + ([""] if summaries else [])
+    md += ["## Environment", "", markdown_table(env_headers, env_rows), ""]
+    md += ["## Plots", ""] + [f"![{label}]({path.name})" for label, path in images.items()]
+    md.append("")
+    for name, columns, rows in comparisons:
+        md += [f"## {name} vs {runs[0].name}", "",
+               markdown_table(headers_of(columns), rows), ""]
     for run in runs:
         for title, headers, rows in table_groups(rows_frame(run.rows)):
             md += [f"## {run.name}: {title}", "", markdown_table(headers, rows), ""]
-    for name, (headers, rows) in comparisons:
-        md += [f"## {name} vs {runs[0].name}", "", markdown_table(headers, rows), ""]
     md_path = out / "report.md"
     md_path.write_text("\n".join(md))
 
@@ -84,23 +105,28 @@ def write_report(runs: list[Run], comparisons: list[tuple[str, tuple]], out: Pat
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         "<title>commbench report</title>",
-        "<style>body{font-family:sans-serif;margin:2em;max-width:80em}"
+        "<style>body{font-family:sans-serif;margin:2em;max-width:90em}"
         "table{border-collapse:collapse;margin:1em 0}"
         "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
-        "img{max-width:100%}</style></head><body>",
+        "td:first-child{text-align:left}"
+        + "".join(f"tr.{verdict}{{background:{colour}}}"
+                  for verdict, colour in VERDICT_CSS.items())
+        + "img{max-width:100%}</style></head><body>",
         "<h1>commbench report</h1>",
-        "<h2>Environment</h2>",
-        _html_table(env_headers, env_rows),
-        "<h2>Plots</h2>",
     ]
+    if summaries:
+        page.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in summaries) + "</ul>")
+    for name, columns, rows in comparisons:
+        verdict = [c.name for c in columns].index("verdict")
+        page += [f"<h2>{_e(name)} vs {_e(runs[0].name)}</h2>",
+                 _html_table(headers_of(columns), rows, lambda row, v=verdict: row[v])]
+    page += ["<h2>Environment</h2>", _html_table(env_headers, env_rows), "<h2>Plots</h2>"]
     for label, path in images.items():
         data = base64.b64encode(path.read_bytes()).decode()
         page.append(f'<img alt="{label}" src="data:image/png;base64,{data}">')
     for run in runs:
         for title, headers, rows in table_groups(rows_frame(run.rows)):
             page += [f"<h2>{_e(run.name)}: {_e(title)}</h2>", _html_table(headers, rows)]
-    for name, (headers, rows) in comparisons:
-        page += [f"<h2>{_e(name)} vs {_e(runs[0].name)}</h2>", _html_table(headers, rows)]
     page.append("</body></html>")
     html_path = out / "report.html"
     html_path.write_text("\n".join(page))
@@ -111,7 +137,11 @@ def _e(text) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _html_table(headers: list[str], rows: list[list[str]]) -> str:
+def _html_table(headers: list[str], rows: list[list[str]], row_class=None) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+    body = "".join(
+        (f'<tr class="{_e(row_class(row))}">' if row_class else "<tr>")
+        + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>"
+        for row in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

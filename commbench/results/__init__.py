@@ -16,6 +16,7 @@ from commbench.results.folder import (
     finalize,
     load_run,
     now,
+    read_meta,
     read_rows,
     rows_frame,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "finalize",
     "load_run",
     "now",
+    "read_meta",
     "read_rows",
     "rows_frame",
 ]

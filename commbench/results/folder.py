@@ -175,6 +175,11 @@ def _parse_rows(jsonl: Path, strict: bool) -> tuple[list[dict], list[str]]:
     return rows, warnings
 
 
+def read_meta(path: str | Path) -> dict:
+    """run.json of a folder ({} when absent or corrupt)."""
+    return _read_meta(Path(path))[0]
+
+
 def read_rows(path: str | Path) -> list[dict]:
     """The rows of a folder that may have been cut short (no file yet: no rows)."""
     jsonl = Path(path) / JSONL

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from commbench import collectives
+from commbench.sizes import format_size
 from commbench.results.schema import COLUMNS
 from tests.conftest import read_meta, read_rows
 
@@ -81,7 +82,16 @@ def test_csv_run_json_summary_and_plots(sweep):
         assert (run_dir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = (run_dir / "summary.md").read_text()
     assert "## allreduce" in summary and "## p2p (ring)" in summary
-    assert "busbw GB/s" in done.stdout  # the console table
+    # The live table: a title and header per op and pattern, then one line per row.
+    rows = read_rows(run_dir)
+    titles = [line for line in done.stdout.splitlines() if line.startswith("# ")]
+    assert len(titles) == len({(r["op"], r["pattern"]) for r in rows})
+    assert done.stdout.count("(GB/s)") == 2 * len(titles)  # algbw and busbw
+    lines = done.stdout.splitlines()
+    for row in rows:  # every row printed as it was measured, with its numbers whole
+        size = format_size(row["size_bytes"]) if row["size_bytes"] else "-"
+        assert any(line.split()[:1] == [size] and f" {row['lat_us_p50']:.1f} " in line
+                   and f" {row['lat_us_p99']:.1f} " in line for line in lines), row["op"]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""compare and report on stored fixture runs (tests/fixtures, made by make_fixtures.py)."""
+"""compare and report on stored fixture runs (tests/fixtures, made by make_fixtures.py) and on
+runs derived from them here, each changed in the one way a test is about."""
 
 import json
 import subprocess
@@ -26,10 +27,28 @@ def run(args, capsys):
     return exit_info.value.code, captured.out, captured.err
 
 
+def derived(tmp_path, name, change_row=None, change_meta=None, keep=None, base="base"):
+    """A copy of a fixture run with its rows and run.json changed as a test needs."""
+    source = FIXTURES / base
+    rows = [json.loads(line) for line in (source / "results.jsonl").read_text().splitlines()]
+    meta = json.loads((source / "run.json").read_text())
+    if keep:
+        rows = [r for r in rows if keep(r)]
+    if change_row:
+        rows = [{**r, **change_row(r)} for r in rows]
+    if change_meta:
+        meta = change_meta(meta)
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "run.json").write_text(json.dumps({**meta, "name": name}))
+    return str(folder)
+
+
 def test_identical_runs_are_all_same(capsys):
     code, out, _ = run(["compare", fx("base"), fx("base"), "--fail-on-regression"], capsys)
     assert code == 0
-    assert "0 slower, 0 faster, 8 same" in out
+    assert "0 slower, 0 faster, 0 noisy, 8 same" in out
 
 
 def test_a_run_one_and_a_half_times_slower_fails_ci(capsys, tmp_path):
@@ -37,10 +56,12 @@ def test_a_run_one_and_a_half_times_slower_fails_ci(capsys, tmp_path):
     code, out, err = run(["compare", fx("base"), fx("slower"), "--fail-on-regression",
                           "--markdown", str(summary)], capsys)
     assert code == 1
-    assert "8 slower, 0 faster, 0 same" in out
+    assert "8 slower, 0 faster, 0 noisy, 0 same" in out
     assert "differ in torch version: 2.13.0+cpu vs 2.11.0+cu126" in err
     text = summary.read_text()
-    assert "| verdict |" in text and text.count("| 1.50x | slower |") == 8
+    assert "| verdict |" in text and text.count("| 1.50x |") == 8
+    assert sum("| slower |" in line for line in text.splitlines()) == 8
+    assert "95% CI (us)" in text
 
 
 def test_the_reverse_is_faster_and_passes(capsys):
@@ -48,26 +69,31 @@ def test_the_reverse_is_faster_and_passes(capsys):
     assert code == 0 and "0 slower, 8 faster" in out
 
 
-def test_noise_within_threshold_is_same(capsys):
+def test_a_change_beyond_the_threshold_without_significance_is_noisy_not_same(capsys):
     code, out, _ = run(["compare", fx("noisy-a"), fx("noisy-b"), "--fail-on-regression",
                         "--json"], capsys)
     assert code == 0
-    rows = [json.loads(line) for line in out.splitlines()]
-    assert {r["verdict"] for r in rows} == {"same"}
-    assert any(r["note"] == "~ not significant" for r in rows)  # beyond 5 % but overlapping
+    *rows, summary = [json.loads(line) for line in out.splitlines()]
+    noisy = [r for r in rows if r["verdict"] == "noisy"]
+    assert noisy and all(abs(r["ratio"] - 1) > 0.05 and not r["significant"] for r in noisy)
+    assert all(abs(r["ratio"] - 1) <= 0.05 for r in rows if r["verdict"] == "same")
+    assert summary["summary"]["noisy"] == len(noisy)
+    for r in rows:  # each side's interval is in the JSON
+        assert r["ci_lo_base"] <= r["baseline"] <= r["ci_hi_base"]
+        assert r["ci_lo_new"] <= r["new"] <= r["ci_hi_new"]
 
 
 def test_bandwidth_metric_and_size_gate(capsys):
     code, out, _ = run(["compare", fx("base"), fx("slower"), "--metric", "busbw_gbps",
                         "--sizes", "64K-1M", "--json"], capsys)
-    rows = [json.loads(line) for line in out.splitlines()]
+    rows = [json.loads(line) for line in out.splitlines()][:-1]
     assert code == 0 and len(rows) == 4
     assert all(r["verdict"] == "slower" and r["ratio"] == pytest.approx(1 / 1.5, rel=1e-3)
                for r in rows)
 
 
 def test_backends_compared_within_one_run():
-    frame, _ = compare_runs([load_run(fx("two-backends"))], "lat_us_p50", 0.05, None)
+    frame = compare_runs([load_run(fx("two-backends"))], "lat_us_p50", 0.05, None).frame
     assert set(frame["verdict"]) == {"faster"}
     assert frame["ratio"].between(0.3, 0.37).all()
     assert set(frame["backend"]) == {"nccl vs gloo"}
@@ -76,6 +102,87 @@ def test_backends_compared_within_one_run():
 def test_thresholds_and_ranges():
     assert parse_threshold("5%") == parse_threshold("0.05") == parse_threshold("5") == 0.05
     assert size_ranges("1M-1G,8") == [(1 << 20, 1 << 30), (8, 8)]
+
+
+@pytest.mark.parametrize(
+    ("field", "base_value", "new_value"),
+    [("reduce_op", "sum", "max"), ("inplace", False, True), ("root", 0, 1),
+     ("rank_time", "avg", "max"), ("dtype", "float32", "bfloat16"), ("device", "cpu", "cuda"),
+     ("dim", "tp", "dp")],
+)
+def test_rows_that_measured_different_things_are_never_paired(tmp_path, capsys, field,
+                                                              base_value, new_value):
+    base = derived(tmp_path, "a", lambda r: {field: base_value})
+    new = derived(tmp_path, "b", lambda r: {field: new_value})
+    code, _, err = run(["compare", base, new], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "no measurement in common" in err
+    assert f"{field} " in err and "kept apart" in err
+
+
+def test_unlike_rows_are_kept_apart_and_named_while_the_rest_compares(tmp_path, capsys):
+    base = derived(tmp_path, "a")
+    new = derived(tmp_path, "b", lambda r: {"reduce_op": "max"} if r["op"] == "allreduce" else {})
+    code, out, err = run(["compare", base, new, "--fail-on-regression"], capsys)
+    assert code == 0
+    assert "4 same" in out  # allgather pairs; allreduce does not
+    assert "allreduce gloo: reduce_op sum vs max (kept apart" in err
+
+
+def test_a_partial_run_with_missing_sizes_fails_the_gate(tmp_path, capsys):
+    """What Ctrl-C leaves: 2 of 4 sizes of one op, status partial."""
+    new = derived(tmp_path, "cut", keep=lambda r: r["op"] == "allreduce" and r["size_bytes"] < 2000,
+                  change_meta=lambda m: {**m, "status": "partial", "error": "stopped by SIGINT"})
+    code, out, err = run(["compare", fx("base"), new, "--fail-on-regression"], capsys)
+    assert code == 1
+    assert "2 same" in out
+    assert "cut is partial (stopped by SIGINT)" in err
+    assert "new lacks 2 of 4 sizes of allreduce gloo: 64K, 1M" in err
+    assert "a partial or failed run cannot pass the gate" in err
+    code, _, _ = run(["compare", fx("base"), new, "--fail-on-regression", "--allow-partial"],
+                     capsys)
+    assert code == 0
+
+
+@pytest.mark.parametrize(
+    ("label", "change", "shown"),
+    [("world size", {"world_size": 4}, "2 vs 4"),
+     ("node count", {"nnodes": 2}, "1 vs 2"),
+     ("hosts", {"hosts": ["a", "b"]}, "['ci-runner'] vs ['a', 'b']"),
+     ("torch version", {"versions": {"torch": "2.11.0"}}, "2.13.0+cpu vs 2.11.0"),
+     ("NCCL version", {"versions": {"torch": "2.13.0+cpu", "nccl": "2.21.5"}}, None),
+     ("GPU model", {"ranks": [{"gpu": "NVIDIA H200"}]}, "NVIDIA H200"),
+     ("timed differently: --cuda-graph", {"config": {"dtype": "float32", "cuda_graph": True}},
+      "off vs on"),
+     ("timed differently: --host-timer", {"config": {"dtype": "float32", "host_timer": True}},
+      "off vs on"),
+     ("timed differently: --min-time", {"config": {"dtype": "float32", "min_time": 0.25}},
+      "off vs 0.25"),
+     ("timed differently: --iters", {"config": {"dtype": "float32", "iters": 100}},
+      "off vs 100")],
+)
+def test_every_metadata_difference_is_named(tmp_path, capsys, label, change, shown):
+    base = derived(tmp_path, "a", change_meta=lambda m: {
+        **m, "ranks": [{"gpu": "NVIDIA A100"}], "versions": {**m["versions"], "nccl": "2.18.1"}})
+    new = derived(tmp_path, "b", change_meta=lambda m: {
+        **m, "ranks": [{"gpu": "NVIDIA A100"}], "versions": {**m["versions"], "nccl": "2.18.1"},
+        **change})
+    code, _, err = run(["compare", base, new], capsys)
+    assert code == 0
+    assert label in err, err
+    if shown:
+        assert shown in err
+    assert err.count("warning:") == 1
+
+
+def test_torch_distributed_overhead_against_an_imported_run(tmp_path, capsys):
+    nccl = derived(tmp_path, "nccl-tests", lambda r: {"source": "nccl-tests"})
+    ours = derived(tmp_path, "ours", base="slower")
+    code, out, _ = run(["compare", nccl, ours], capsys)
+    assert code == 0
+    assert "commbench vs nccl-tests: ratio = commbench / nccl-tests" in out
+    assert "torch.distributed overhead" in out
+    assert "+" in out.split("\n")[3]  # the delta column: commbench's extra microseconds
 
 
 @pytest.mark.parametrize(
@@ -105,16 +212,17 @@ def test_compare_never_imports_torch():
     assert done.returncode == 0, done.stderr
 
 
-def test_compare_writes_overlay_plots(tmp_path, capsys):
+def test_compare_writes_overlay_and_ratio_plots(tmp_path, capsys):
     code, _, _ = run(["compare", fx("base"), fx("slower"), "--out", str(tmp_path)], capsys)
     assert code == 0
-    assert (tmp_path / "bandwidth.png").read_bytes()[:4] == b"\x89PNG"
+    for name in ("bandwidth.png", "latency.png", "ratio.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 
 
 class _Collector(HTMLParser):
     def __init__(self):
         super().__init__()
-        self.images, self.scripts, self.links = [], 0, []
+        self.images, self.scripts, self.links, self.rows = [], 0, [], []
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -124,21 +232,45 @@ class _Collector(HTMLParser):
             self.scripts += 1
         if tag in ("link", "a") and "href" in attrs:
             self.links.append(attrs["href"])
+        if tag == "tr" and attrs.get("class"):
+            self.rows.append(attrs["class"])
 
 
-def test_report_is_self_contained_and_escaped(tmp_path, capsys):
-    code, out, _ = run(["report", fx("base"), fx("script-name"), "--out", str(tmp_path)], capsys)
+def test_report_is_self_contained_escaped_and_opens_with_the_verdicts(tmp_path, capsys):
+    code, out, _ = run(["report", fx("base"), fx("script-name"), fx("slower"), "--out",
+                        str(tmp_path)], capsys)
     assert code == 0
     page = (tmp_path / "report.html").read_text()
     parser = _Collector()
     parser.feed(page)
-    assert len(parser.images) == 2
+    assert len(parser.images) == 3  # bandwidth, latency, ratio
     assert all(src.startswith("data:image/png;base64,") for src in parser.images)
     assert parser.scripts == 0 and parser.links == []
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert parser.rows.count("slower") == 8  # the slower run's rows, coloured
+    assert page.index("slower vs base: 8 slower") < page.index("<h2>Environment")
     md = (tmp_path / "report.md").read_text()
     assert "## Environment" in md and "vs base" in md and "![bandwidth](bandwidth.png)" in md
+
+
+def test_report_of_a_glob_skips_folders_that_are_not_runs(tmp_path, capsys):
+    (tmp_path / "report").mkdir()  # what `commbench report results/*` meets after a report
+    code, _, err = run(["report", fx("base"), str(tmp_path / "report"), "--out",
+                        str(tmp_path / "report")], capsys)
+    assert code == 0
+    assert "skipping" in err and "not a run folder" in err
+
+
+def test_report_environment_lists_gpus_and_nccl_variables(tmp_path, capsys):
+    env = {"NCCL_ALGO": "Ring", "OMP_NUM_THREADS": "1"}
+    base = derived(tmp_path, "a", change_meta=lambda m: {
+        **m, "ranks": [{"gpu": "NVIDIA H200"}], "env": env})
+    code, _, _ = run(["report", base, "--out", str(tmp_path / "out")], capsys)
+    assert code == 0
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| GPU | NVIDIA H200 |" in md and "| NCCL_ALGO | Ring |" in md
+    assert "OMP_NUM_THREADS" not in md
 
 
 def test_several_backends_share_a_table_with_a_time_ratio():
@@ -147,10 +279,10 @@ def test_several_backends_share_a_table_with_a_time_ratio():
 
     frame = rows_frame(load_run(fx("two-backends")).rows)
     groups = table_groups(frame)
-    assert [title for title, _, _ in groups] == ["allreduce", "allgather"]
+    assert [title.split(" [")[0] for title, _, _ in groups] == ["allreduce", "allgather"]
     _, headers, rows = groups[0]
-    assert headers[3] == "backend" and "time / gloo" in headers
-    ratio = headers.index("time / gloo")
+    assert headers[3] == "backend" and "vs gloo (time)" in headers
+    ratio = headers.index("vs gloo (time)")
     by_backend = {row[3]: float(row[ratio].rstrip("x")) for row in rows if row[0] == "1M"}
     assert by_backend["gloo"] == 1.0 and 0.3 < by_backend["nccl"] < 0.37
 

@@ -46,7 +46,7 @@ def test_empty_is_refused():
 def test_instability_flags_wide_interval_and_heavy_tail():
     assert instability(100, 120, 95, 105) == ""
     assert "±20%" in instability(100, 120, 80, 110)
-    assert "p99 is 4.0x p50" in instability(100, 400, 99, 101)
+    assert "p99 of blocks is 4.0x the median" in instability(100, 400, 99, 101)
     assert ci_halfwidth_pct(100, 90, 130) == 30
 
 

@@ -1,0 +1,455 @@
+"""Communication time per training step, per parallelism and in total, from a run's curves.
+
+Nothing overlaps with compute or with other communication: every call's time is added (an upper
+bound on what a step waits for, and what a step costs when nothing hides communication).
+
+Notation: P parameters, b bytes per element of the training dtype (gradients and activations are
+in it too), data / tensor / pipeline parallel degrees dp, tp, pp, L layers, h hidden size,
+s sequence length, mb micro-batch size, m micro-batches per step (gradient-accumulation steps,
+which are also the pipeline's micro-batches). Per rank:
+
+    parameters           N = P / (tp · pp)            (Megatron shards every layer tp ways and
+                                                       gives each stage L / pp layers)
+    gradient bytes       G = N · b
+    layers on a stage    L_s = L / pp
+    activation bytes     A = mb · s · h · b           (one TP collective / one p2p message)
+
+Sizes follow commbench's convention (SPEC §2): the largest buffer a rank holds, so the curve of
+the row with that ``size_bytes`` is the right one to read: allreduce -> the buffer; allgather ->
+the gathered output (N_unit · b, not the shard a rank sends); reduce-scatter -> the input (the
+full gradient bucket, not the shard a rank keeps); p2p -> the message.
+
+Terms (each is ``calls`` calls of one collective at one size):
+
+dp, --zero 0 (DDP)
+    PyTorch's reducer packs the gradients, in reverse order, into buckets: the first capped at
+    ``first_bucket`` (1 MiB, ``dist._DEFAULT_FIRST_BUCKET_BYTES``), the rest at ``bucket``
+    (``bucket_cap_mb`` = 25 MiB), one allreduce each. Parameter boundaries are not known, so G is
+    cut exactly: one bucket of min(first, G), then floor((G − first) / bucket) full buckets,
+    then one bucket of the remainder. Once per step: gradient accumulation runs under
+    ``no_sync()``.
+dp, --zero 1 / 2 (ZeRO-1/2, FSDP SHARD_GRAD_OP)
+    Gradients are reduce-scattered and the updated parameters all-gathered, both in ``bucket``
+    buckets of G (no first-bucket rule; DeepSpeed's reduce_bucket_size / allgather_bucket_size
+    default to 5e8 elements, pass ``--bucket`` to mimic it). ZeRO-1 reduce-scatters once per
+    step; ZeRO-2 keeps only gradient shards, so it reduce-scatters every micro-batch (× m). The
+    allgather is once per step.
+dp, --zero 3 / fsdp (ZeRO-3, FSDP FULL_SHARD)
+    The unit is one layer when ``layers`` is given (FSDP wrapped per transformer block:
+    L_s units of G / L_s bytes), else the whole flat parameter buffer (1 unit of G). Every
+    micro-batch all-gathers each unit in forward and again in backward (parameters are freed
+    after use) and reduce-scatters each unit's gradients: 2 · L_s · m allgathers and
+    L_s · m reduce-scatters.
+tp (Megatron tensor parallelism; needs layers, hidden, seq)
+    Per layer and micro-batch, 2 allreduces of A in forward (after attention and after the MLP)
+    and 2 in backward (the input gradients of the two column-parallel GEMMs): 4 · L_s · m.
+    With sequence parallelism each allreduce becomes an allgather of A (gathered output) plus a
+    reduce-scatter of A (input): 4 · L_s · m of each (2 of each in forward, 2 in backward).
+pp (pipeline, needs hidden and seq)
+    Per micro-batch and per stage boundary, one p2p of A forward (activations) and one backward
+    (their gradients): 2 · (pp − 1) · m transfers, summed over all boundaries (the pipeline's
+    whole p2p time, as if no transfer overlapped another; one interior stage sends two and
+    receives two per micro-batch). With sequence parallelism Megatron sends the sequence shard,
+    A / tp.
+
+Time per call comes from the run: rows of that collective, for the mesh dimension that carries
+the term (``dim`` == dp / tp / pp) when the run has them, else the whole-world rows (dim ""),
+with the mismatch in the notes. At a measured size the median is used ("measured"); between
+measured sizes, log-log linear interpolation of the medians ("interpolated"); outside them the
+piecewise α–β fit of ``commbench.analysis.model`` ("model fit (extrapolated)"). p2p prefers the
+pingpong pattern (one-way time of one message, as a stage boundary sends one activation and
+waits for it), then unidir, ring, bidir. Data in, data out: nothing here prints or imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from commbench.analysis.model import CurveFit, fit_curve, measured_curves
+from commbench.errors import UsageError
+from commbench.sizes import parse_size
+
+ZERO_LEVELS = ("0", "1", "2", "3", "fsdp")
+PARALLELISMS = ("dp", "tp", "pp")
+# Training dtype spellings -> (the row dtype commbench measures it as, bytes per element).
+DTYPES = {
+    "bf16": ("bfloat16", 2), "bfloat16": ("bfloat16", 2),
+    "fp16": ("float16", 2), "float16": ("float16", 2), "half": ("float16", 2),
+    "fp32": ("float32", 4), "float32": ("float32", 4), "float": ("float32", 4),
+    "fp64": ("float64", 8), "float64": ("float64", 8),
+}
+COUNT_UNITS = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
+P2P_PATTERNS = ("pingpong", "unidir", "ring", "bidir")
+MEASURED, INTERPOLATED, EXTRAPOLATED = "measured", "interpolated", "model fit (extrapolated)"
+NO_OVERLAP = "assumes no overlap with compute"
+_HINTS = {
+    "allreduce": "commbench allreduce",
+    "allgather": "commbench run --ops reduce-scatter,allgather",
+    "reduce_scatter": "commbench run --ops reduce-scatter,allgather",
+    "p2p": "commbench p2p --pattern pingpong",
+}
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """One training step's layout, validated (see ``step_spec``)."""
+
+    params: float
+    dtype: str  # the row dtype name, e.g. bfloat16
+    dtype_bytes: int
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    zero: str = "0"  # 0 | 1 | 2 | 3 (fsdp is 3)
+    bucket_bytes: int = 25 << 20
+    first_bucket_bytes: int = 1 << 20
+    layers: int | None = None
+    hidden: int | None = None
+    seq: int | None = None
+    micro_batch: int = 1
+    micro_batches: int = 1
+    sequence_parallel: bool = False
+
+    @property
+    def params_per_rank(self) -> int:
+        return round(self.params / (self.tp * self.pp))
+
+    @property
+    def grad_bytes(self) -> int:
+        return self.params_per_rank * self.dtype_bytes
+
+    @property
+    def layers_per_stage(self) -> int | None:
+        return None if self.layers is None else self.layers // self.pp
+
+    @property
+    def activation_bytes(self) -> int:
+        return self.micro_batch * (self.seq or 0) * (self.hidden or 0) * self.dtype_bytes
+
+
+def parse_count(text: str) -> float:
+    """'7B' -> 7e9: K, M, B, T are powers of 1000 (parameter counts, not bytes)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)\s*([A-Za-z]?)\s*", str(text))
+    unit = match.group(2).upper() if match else None
+    if not match or unit not in COUNT_UNITS:
+        raise UsageError(f"bad --params {text!r}: use a count such as 7B, 350M, 1.3B or 7e9")
+    value = float(match.group(1)) * COUNT_UNITS[unit]
+    if value < 1:
+        raise UsageError(f"bad --params {text!r}: a model has at least one parameter")
+    return value
+
+
+def _positive(name: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise UsageError(f"bad --{name} {value}: it must be at least 1")
+
+
+def _bytes(option: str, text: str) -> int:
+    try:
+        return parse_size(text)
+    except UsageError as error:
+        raise UsageError(f"bad --{option}: {error}") from None
+
+
+def step_spec(params: str, dtype: str = "bf16", dp: int = 1, tp: int = 1, pp: int = 1,
+              zero: str = "0", bucket: str = "25M", first_bucket: str = "1M",
+              layers: int | None = None, hidden: int | None = None, seq: int | None = None,
+              micro_batch: int = 1, micro_batches: int = 1,
+              sequence_parallel: bool = False) -> StepSpec:
+    """Parse and check the command's inputs; a layout that makes no sense is a UsageError."""
+    count = parse_count(params)
+    if dtype.lower() not in DTYPES:
+        raise UsageError(f"bad --dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    row_dtype, itemsize = DTYPES[dtype.lower()]
+    level = str(zero).strip().lower()
+    if level not in ZERO_LEVELS:
+        raise UsageError(f"bad --zero {zero!r}: use 0 (DDP), 1, 2, 3 or fsdp")
+    for name, value in (("dp", dp), ("tp", tp), ("pp", pp), ("layers", layers),
+                        ("hidden", hidden), ("seq", seq), ("micro-batch", micro_batch),
+                        ("micro-batches", micro_batches)):
+        _positive(name, value)
+    if dp * tp * pp == 1:
+        raise UsageError("nothing to estimate: dp = tp = pp = 1 is one rank, which does not "
+                         "communicate")
+    if count < tp * pp:
+        raise UsageError(f"--params {params} cannot be split over tp·pp = {tp * pp} ranks")
+    missing = [f"--{name}" for name, value in (("layers", layers), ("hidden", hidden),
+                                                ("seq", seq)) if value is None]
+    if tp > 1 and missing:
+        raise UsageError(f"--tp {tp} needs {', '.join(missing)}: tensor-parallel traffic is "
+                         "micro-batch x seq x hidden per layer")
+    if pp > 1 and (hidden is None or seq is None):
+        raise UsageError(f"--pp {pp} needs --hidden and --seq: a stage sends micro-batch x seq x "
+                         "hidden activations")
+    if layers is not None and layers % pp:
+        raise UsageError(f"--layers {layers} cannot be split evenly over --pp {pp} stages")
+    if hidden is not None and hidden % tp:
+        raise UsageError(f"--hidden {hidden} is not divisible by --tp {tp} (Megatron splits it)")
+    if sequence_parallel and tp == 1:
+        raise UsageError("--sequence-parallel needs --tp > 1 (it shards the sequence over tp)")
+    if sequence_parallel and seq is not None and seq % tp:
+        raise UsageError(f"--seq {seq} is not divisible by --tp {tp}, as sequence parallelism "
+                         "needs")
+    return StepSpec(params=count, dtype=row_dtype, dtype_bytes=itemsize, dp=dp, tp=tp, pp=pp,
+                    zero="3" if level == "fsdp" else level,
+                    bucket_bytes=_bytes("bucket", bucket),
+                    first_bucket_bytes=_bytes("first-bucket", first_bucket), layers=layers,
+                    hidden=hidden, seq=seq, micro_batch=micro_batch,
+                    micro_batches=micro_batches, sequence_parallel=sequence_parallel)
+
+
+@dataclass(frozen=True)
+class Call:
+    """``calls`` calls of ``collective`` (row op name) at ``nbytes`` (commbench's size)."""
+
+    parallelism: str
+    collective: str
+    nbytes: int
+    calls: int
+    what: str
+
+
+def _buckets(total: int, cap: int, first: int | None = None) -> list[tuple[int, int, str]]:
+    """(size, count, which) of the buckets ``total`` bytes fill."""
+    out = []
+    if first:
+        head = min(first, total)
+        out.append((head, 1, "first bucket"))
+        total -= head
+    full, rest = divmod(total, cap)
+    if full:
+        out.append((cap, full, "full buckets"))
+    if rest:
+        out.append((rest, 1, "last bucket"))
+    return out
+
+
+def plan(spec: StepSpec) -> tuple[list[Call], list[str]]:
+    """Every call a step makes (the formulas of the module docstring), and notes."""
+    calls: list[Call] = []
+    notes: list[str] = []
+    m = spec.micro_batches
+    grads = spec.grad_bytes
+    if spec.dp == 1:
+        notes.append("dp = 1: no data-parallel communication"
+                     + (f" (--zero {spec.zero} has nothing to shard)" if spec.zero != "0" else ""))
+    elif spec.zero == "0":
+        for size, count, which in _buckets(grads, spec.bucket_bytes, spec.first_bucket_bytes):
+            calls.append(Call("dp", "allreduce", size, count, f"DDP gradients, {which}"))
+    elif spec.zero in ("1", "2"):
+        scatters = m if spec.zero == "2" else 1
+        for size, count, which in _buckets(grads, spec.bucket_bytes):
+            calls.append(Call("dp", "reduce_scatter", size, count * scatters,
+                              f"ZeRO-{spec.zero} gradients, {which}"
+                              + (", every micro-batch" if scatters > 1 else "")))
+        for size, count, which in _buckets(grads, spec.bucket_bytes):
+            calls.append(Call("dp", "allgather", size, count,
+                              f"ZeRO-{spec.zero} updated parameters, {which}"))
+    else:
+        units = spec.layers_per_stage or 1
+        unit = (round(spec.params_per_rank / units) * spec.dtype_bytes if spec.layers
+                else grads)
+        name = "per layer" if spec.layers else "whole model, one flat unit"
+        calls += [
+            Call("dp", "allgather", unit, units * m, f"ZeRO-3/FSDP forward gather, {name}"),
+            Call("dp", "allgather", unit, units * m, f"ZeRO-3/FSDP backward re-gather, {name}"),
+            Call("dp", "reduce_scatter", unit, units * m, f"ZeRO-3/FSDP gradients, {name}"),
+        ]
+    if spec.tp > 1:
+        per_phase = 2 * spec.layers_per_stage * m
+        act = spec.activation_bytes
+        if spec.sequence_parallel:
+            for phase in ("forward", "backward"):
+                calls.append(Call("tp", "allgather", act, per_phase, f"TP+SP {phase}"))
+                calls.append(Call("tp", "reduce_scatter", act, per_phase, f"TP+SP {phase}"))
+        else:
+            calls.append(Call("tp", "allreduce", act, per_phase,
+                              "TP forward (after attention and MLP)"))
+            calls.append(Call("tp", "allreduce", act, per_phase,
+                              "TP backward (input gradients)"))
+    if spec.pp > 1:
+        message = spec.activation_bytes // (spec.tp if spec.sequence_parallel else 1)
+        per_direction = (spec.pp - 1) * m
+        calls.append(Call("pp", "p2p", message, per_direction, "PP activations, forward"))
+        calls.append(Call("pp", "p2p", message, per_direction, "PP gradients, backward"))
+        boundaries = ("the 1 stage boundary" if spec.pp == 2
+                      else f"all {spec.pp - 1} stage boundaries")
+        notes.append(f"pp term sums {boundaries} (one interior stage sends 2 and receives 2 "
+                     "messages per micro-batch)")
+        if m < spec.pp:
+            notes.append(f"{m} micro-batch(es) for {spec.pp} stages: most of the pipeline "
+                         "idles (bubble), which this estimate does not count")
+    return calls, notes
+
+
+@dataclass
+class MeasuredCurve:
+    """Medians of one collective at its measured sizes, read at any size."""
+
+    sizes: np.ndarray
+    times_us: np.ndarray
+    label: str
+    _fit: CurveFit | None = field(default=None, repr=False)
+
+    def time_us(self, size: int) -> tuple[float, str]:
+        sizes, times = self.sizes, self.times_us
+        where = int(np.searchsorted(sizes, size))
+        if where < len(sizes) and sizes[where] == size:
+            return float(times[where]), MEASURED
+        if 0 < where < len(sizes):
+            lo, hi = where - 1, where
+            share = math.log(size / sizes[lo]) / math.log(sizes[hi] / sizes[lo])
+            log_time = math.log(times[lo]) + share * math.log(times[hi] / times[lo])
+            return math.exp(log_time), INTERPOLATED
+        if len(sizes) < 2:
+            raise UsageError(f"the {self.label} curve has one size: measure a sweep to "
+                             "extrapolate to other sizes")
+        if self._fit is None:
+            self._fit = fit_curve(sizes, times)
+        return self._fit.time_us(size), EXTRAPOLATED
+
+
+class RunCurves:
+    """Picks, for each term, the run's rows that fit it best, and says where they fall short."""
+
+    def __init__(self, rows: list[dict], spec: StepSpec) -> None:
+        self.spec = spec
+        self.notes: list[str] = []
+        self._cache: dict[tuple[str, str, int], MeasuredCurve] = {}
+        sized = [r for r in rows if int(r["size_bytes"]) > 0 and r.get("group") is None
+                 and float(r["lat_us_p50"]) > 0]
+        backends = list(dict.fromkeys(str(r["backend"]) for r in sized))
+        self.backend = "nccl" if "nccl" in backends else (backends[0] if backends else "")
+        if len(backends) > 1:
+            self._note(f"the run has backends {', '.join(backends)}: the estimate uses "
+                       f"{self.backend}")
+        self.rows = [r for r in sized if r["backend"] == self.backend]
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def curve(self, collective: str, parallelism: str, group: int) -> MeasuredCurve:
+        key = (collective, parallelism, group)
+        if key not in self._cache:
+            self._cache[key] = self._select(collective, parallelism, group)
+        return self._cache[key]
+
+    def _select(self, collective: str, parallelism: str, group: int) -> MeasuredCurve:
+        rows = [r for r in self.rows if r["op"] == collective]
+        if not rows:
+            raise UsageError(f"the run has no {collective} rows: measure "
+                             f"`{_HINTS.get(collective, 'commbench ' + collective)}`")
+        if collective == "p2p":
+            present = {str(r.get("pattern") or "") for r in rows}
+            pattern = next((p for p in P2P_PATTERNS if p in present), sorted(present)[0])
+            rows = [r for r in rows if (r.get("pattern") or "") == pattern]
+            self._note(f"pp term uses p2p {pattern} rows"
+                       + (" (one-way time of one message)" if pattern == "pingpong" else ""))
+        dtypes = [str(r["dtype"]) for r in rows]
+        dtype = self.spec.dtype if self.spec.dtype in dtypes else max(set(dtypes),
+                                                                       key=dtypes.count)
+        if dtype != self.spec.dtype:
+            self._note(f"the run measured {collective} in {dtype}, not {self.spec.dtype}: "
+                       "times are read at the same byte size")
+        rows = [r for r in rows if r["dtype"] == dtype]
+        own = [r for r in rows if (r.get("dim") or "") == parallelism]
+        world = [r for r in rows if not r.get("dim")]
+        if own:
+            rows = self._nearest_group(own, group, collective)
+            size = int(rows[0]["group_size"] or rows[0]["world_size"])
+            if size != group and collective != "p2p":
+                self._note(f"{parallelism} terms use the run's {parallelism} groups of {size} "
+                           f"ranks, not {parallelism}={group}")
+            label = f"{collective} {parallelism}={size}"
+        elif world:
+            rows = self._nearest_group(world, group, collective)
+            size = int(rows[0]["group_size"] or rows[0]["world_size"])
+            others = self.spec.dp * self.spec.tp * self.spec.pp // group
+            if collective == "p2p" and (size != group or others > 1):
+                self._note(f"{parallelism} p2p term uses whole-world pairs (ranks 0-1, 2-3, ... "
+                           f"of {size}), not neighbouring pipeline stages")
+            elif size != group or others > 1:
+                self._note(f"{parallelism} {collective} term uses the whole-world curve "
+                           f"({size} ranks), not {parallelism}={group} groups")
+            label = f"{collective} whole world ({size} ranks)"
+        else:
+            dims = sorted({str(r.get("dim")) for r in rows})
+            raise UsageError(f"the run has no {collective} rows for {parallelism} groups or the "
+                             f"whole world (only {', '.join(dims)}): measure "
+                             f"`{_HINTS.get(collective, 'commbench ' + collective)} --mesh ... "
+                             f"--dim {parallelism}`")
+        # The rows left share every part of a curve's key: they are one curve.
+        ((sizes, times),) = measured_curves(rows).values()
+        return MeasuredCurve(sizes=sizes, times_us=times, label=label)
+
+    @staticmethod
+    def _nearest_group(rows: list[dict], group: int, collective: str) -> list[dict]:
+        """The rows of the group size nearest ``group`` (on a log scale; p2p: any)."""
+        def size_of(row):
+            return int(row["group_size"] or row["world_size"])
+
+        sizes = sorted({size_of(r) for r in rows})
+        best = sizes[0] if collective == "p2p" else min(
+            sizes, key=lambda s: (abs(math.log(s / group)), -s))
+        return [r for r in rows if size_of(r) == best]
+
+
+@dataclass(frozen=True)
+class Term:
+    parallelism: str
+    collective: str
+    nbytes: int
+    calls: int
+    per_call_us: float
+    source: str
+    what: str
+
+    @property
+    def time_s(self) -> float:
+        return self.calls * self.per_call_us * 1e-6
+
+    def as_dict(self) -> dict:
+        return {"parallelism": self.parallelism, "collective": self.collective,
+                "bytes": self.nbytes, "calls": self.calls, "time_s": self.time_s,
+                "source": self.source, "what": self.what, "per_call_us": self.per_call_us}
+
+
+@dataclass
+class Estimate:
+    terms: list[Term]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_s(self) -> float:
+        return sum(term.time_s for term in self.terms)
+
+    def subtotals(self) -> dict[str, float]:
+        """Seconds per parallelism, in dp, tp, pp order (only those with terms)."""
+        return {p: sum(t.time_s for t in self.terms if t.parallelism == p)
+                for p in PARALLELISMS if any(t.parallelism == p for t in self.terms)}
+
+    def as_dict(self) -> dict:
+        return {"total_s": self.total_s, "terms": [t.as_dict() for t in self.terms],
+                "subtotals_s": self.subtotals(), "notes": self.notes}
+
+
+def estimate(rows: list[dict], spec: StepSpec) -> Estimate:
+    """Time every planned call on the run's curves."""
+    calls, notes = plan(spec)
+    curves = RunCurves(rows, spec)
+    degree = {"dp": spec.dp, "tp": spec.tp, "pp": spec.pp}
+    terms = []
+    for call in calls:
+        curve = curves.curve(call.collective, call.parallelism, degree[call.parallelism])
+        per_call, source = curve.time_us(call.nbytes)
+        terms.append(Term(call.parallelism, call.collective, call.nbytes, call.calls, per_call,
+                          source, call.what))
+    if any(t.source == EXTRAPOLATED for t in terms):
+        notes.append("sizes outside the measured range use the run's α–β model fit "
+                     "(extrapolated): measure them for a firmer number")
+    return Estimate(terms=terms, notes=[*curves.notes, *notes, NO_OVERLAP])

@@ -1,0 +1,100 @@
+"""``commbench model``: fit t = α + n/β per curve, write model.csv / model.json beside each run,
+redraw its latency plot with the fits dashed, print the segments."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from dataclasses import asdict
+
+from commbench.errors import EXIT_OK
+from commbench.results import load_run
+
+MODEL_CSV = "model.csv"
+MODEL_JSON = "model.json"
+FORMULA = "t_us = alpha_us + size_bytes / (beta_gbps * 1e3)"
+
+
+def _json_number(value):
+    """JSON has no infinity: β = ∞ (no size dependence) and NaN are written as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def run_model(paths: list[str], json_out: bool) -> int:
+    from commbench.analysis.model import COLUMNS, fit_lines, fit_run, segment_records
+    from commbench.output.plots import latency, series_label
+    from commbench.results import LATENCY_PNG, rows_frame
+
+    runs = [load_run(path) for path in paths]
+    # Fit every run before writing anything, so a refused run leaves no half-written set.
+    fitted = [(run, fit_run(run.rows, name=str(run.path))) for run in runs]
+    for run, fits in fitted:
+        for warning in run.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        records = segment_records(fits)
+        with open(run.path / MODEL_CSV, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+            writer.writeheader()
+            writer.writerows(records)
+        document = {
+            "run": run.name, "model": FORMULA,
+            "segments": [{k: _json_number(v) for k, v in r.items()} for r in records],
+        }
+        (run.path / MODEL_JSON).write_text(json.dumps(document, indent=2) + "\n")
+        with_dtype = len({fit.key.dtype for fit in fits}) > 1
+        lines = {series_label(asdict(key), with_dtype): points
+                 for key, points in fit_lines(fits).items()}
+        plot = run.path / LATENCY_PNG
+        latency(rows_frame(run.rows), plot, run.name, fits=lines)
+        if json_out:
+            print(json.dumps(document))
+        else:
+            _print_table(run.name, records)
+            print(f"wrote {run.path / MODEL_CSV}, {run.path / MODEL_JSON}, {plot}")
+    return EXIT_OK
+
+
+def _number(value: float, digits: int) -> str:
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    if isinstance(value, float) and math.isnan(value):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def _columns():
+    from commbench.output.tables import Column
+
+    return [
+        Column("op", left=True), Column("backend", drop=3, left=True),
+        Column("dim", drop=4, left=True), Column("ranks", drop=5), Column("dtype", drop=6,
+                                                                          left=True),
+        Column("seg"), Column("sizes", left=True), Column("alpha", "us"),
+        Column("beta", "GB/s"), Column("busbw", "GB/s", drop=2), Column("R2", drop=1),
+        Column("worst", "%", drop=1),
+    ]
+
+
+def _print_table(name: str, records: list[dict]) -> None:
+    from commbench.output.console import make_console, terminal_width
+    from commbench.output.tables import render
+    from commbench.sizes import format_size
+
+    rows = []
+    for r in records:
+        op = f"{r['op']}/{r['pattern']}" if r["pattern"] else r["op"]
+        rows.append([
+            op, r["backend"], r["dim"] or "world", str(r["group_size"]), r["dtype"],
+            str(r["segment"]), f"{format_size(r['size_lo'])}-{format_size(r['size_hi'])}",
+            _number(r["alpha_us"], 2), _number(r["beta_gbps"], 3),
+            _number(r["busbw_equiv_gbps"], 3), _number(r["r2"], 4),
+            _number(r["worst_residual_pct"], 1),
+        ])
+    console = make_console()
+    console.print(f"# {name}: t = alpha + n / beta", markup=False, soft_wrap=True)
+    for line in render(_columns(), rows, terminal_width()):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
