@@ -282,13 +282,14 @@ def doctor(
                                   help="Seconds to wait for every rank."),
     backend: str = typer.Option("auto", "--backend",
                                 help="Backend(s) to try; auto: nccl with GPUs, else gloo."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
 ) -> None:
     """Preflight: versions, devices, launcher, then a rendezvous, barrier and tiny allreduce
     across all ranks, naming any rank that does not arrive."""
     from commbench.commands.doctor import run_doctor
 
     backends = parse_list(backend, (*BACKENDS, "auto"), "backend")
-    raise typer.Exit(run_doctor(nproc, timeout, backends))
+    raise typer.Exit(run_doctor(nproc, timeout, backends, json_out))
 
 
 @app.command("compare")

@@ -353,6 +353,8 @@ def validate(config: MeasureSpec, world: int) -> None:
         raise UsageError(f"bad --window {config.window}: it must be at least 1")
     seen: set[int] = set()
     for sender, receiver in config.peers:
+        if sender == receiver:
+            raise UsageError(f"bad --peers {sender}:{receiver}: a rank cannot pair with itself")
         for rank in (sender, receiver):
             if not 0 <= rank < world:
                 raise UsageError(f"bad --peers {sender}:{receiver}: the run has ranks "
@@ -360,14 +362,21 @@ def validate(config: MeasureSpec, world: int) -> None:
             if rank in seen:
                 raise UsageError(f"bad --peers: rank {rank} is in two pairs")
             seen.add(rank)
-        if sender == receiver:
-            raise UsageError(f"bad --peers {sender}:{receiver}: a rank cannot pair with itself")
     ops = [collectives.get(name) for name in config.ops]
     if config.inplace and not any(op.has_in_place for op in ops):
         raise UsageError("--inplace means something for allgather and reduce-scatter only")
     if config.peers and config.mesh:
         raise UsageError("--peers names global ranks; with --mesh, p2p pairs neighbours along "
                          "the dimension: drop one of them")
+    sizes = dict(config.mesh)
+    for dim in config.dims:
+        for op in ops:
+            if sizes[dim] < op.min_world:
+                raise UsageError(f"{op.name} needs at least {op.min_world} ranks per group; "
+                                 f"dim {dim} has groups of {sizes[dim]}")
+            if op.rooted and config.root >= sizes[dim]:
+                raise UsageError(f"bad --root {config.root}: with --dim {dim} the root is a rank "
+                                 f"within each group of {sizes[dim]} (0..{sizes[dim] - 1})")
     for name in config.ops:
         op = collectives.get(name)
         if world < op.min_world:

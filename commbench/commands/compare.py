@@ -66,11 +66,14 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
         except OSError as error:
             raise UsageError(f"cannot write --out {out}: {error.strerror or error}") from None
     if fail_on_regression:
+        reasons = []
         if result.counts()["slower"]:
-            return EXIT_FINDING
+            reasons.append(f"{result.counts()['slower']} row(s) slower")
         if result.incomplete and not allow_partial:
-            print(f"error: {'; '.join(result.incomplete)}: a partial or failed run cannot "
-                  "pass the gate (add --allow-partial to accept it)", file=sys.stderr)
+            reasons.append(f"{'; '.join(result.incomplete)}: a partial or failed run cannot "
+                           "pass the gate (add --allow-partial to accept it)")
+        if reasons:
+            print(f"error: {'; '.join(reasons)}", file=sys.stderr)
             return EXIT_FINDING
     return EXIT_OK
 

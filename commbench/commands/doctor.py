@@ -12,8 +12,10 @@ from commbench.config import MeasureSpec
 from commbench.errors import EXIT_OK, UsageError
 
 
-def run_doctor(nproc: int | None, timeout: float, backends: tuple[str, ...]) -> int:
-    """Print the environment, then the per-rank connectivity table; 0 when every rank arrived."""
+def run_doctor(nproc: int | None, timeout: float, backends: tuple[str, ...],
+               json_out: bool = False) -> int:
+    """Print the environment, then the per-rank connectivity table; 0 when every rank arrived.
+    ``json_out``: one JSON object (environment and ranks) instead."""
     from rich.table import Table
 
     from commbench.commands.measure import check_backends, resolve_backends
@@ -30,9 +32,10 @@ def run_doctor(nproc: int | None, timeout: float, backends: tuple[str, ...]) -> 
         raise UsageError(f"bad --nproc {world}: at least 1 rank is needed")
     backends = resolve_backends(backends)
     console = make_console()
-    if env is None or env.rank == 0:
+    environment = environment_report(env)
+    if (env is None or env.rank == 0) and not json_out:
         table = Table(title="environment", title_justify="left", show_header=False)
-        for item, finding in environment_report(env):
+        for item, finding in environment:
             table.add_row(item, finding)
         console.print(table)
     check_backends(MeasureSpec(ops=("allreduce",), backends=backends),
@@ -54,6 +57,12 @@ def run_doctor(nproc: int | None, timeout: float, backends: tuple[str, ...]) -> 
             raise RunFailed(f"rank {env.rank}: {failure}") from None
         if env.rank != 0:
             return EXIT_OK
+    if json_out:
+        import json
+
+        print(json.dumps({"environment": dict(environment), "ranks": reports,
+                          "arrived": len(reports), "world_size": world}))
+        return EXIT_OK
     table = Table(title=f"rendezvous of {world} rank(s)", title_justify="left")
     nccl = "nccl_us" in reports[0]
     headers = ["rank", "host", "local rank", "join s", "barrier us", "allreduce us"]

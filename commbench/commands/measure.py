@@ -35,7 +35,7 @@ def run_measure(spec: MeasureSpec, output: OutputSpec) -> int:
     world = env.world if env else (spec.nproc or _default_nproc(spec.backends))
     spec = resolve_layout(spec, world)
     validate(spec, world)
-    check_backends(spec, env.local_world if env else world)
+    check_backends(spec, env.local_world if env else world, external=env is not None)
     if env is None:
         _check_host_memory(spec, world)
     return _launch(spec, output, env, world)
@@ -59,8 +59,12 @@ def _default_nproc(backends: tuple[str, ...]) -> int:
     return 2
 
 
-def check_backends(spec: MeasureSpec, local_ranks: int) -> None:
-    """A listed backend this machine lacks is refused before anything runs (exit 2)."""
+def check_backends(spec: MeasureSpec, local_ranks: int, external: bool = False) -> None:
+    """A listed backend this machine lacks is refused before anything runs (exit 2).
+
+    Under a launcher that shows each task one GPU (srun --gpus-per-task=1 ...), one visible
+    GPU serves a rank however many ranks share the node.
+    """
     import torch
     import torch.distributed as dist
 
@@ -73,7 +77,7 @@ def check_backends(spec: MeasureSpec, local_ranks: int) -> None:
             count = torch.cuda.device_count() if torch.cuda.is_available() else 0
             if count == 0:
                 raise UsageError(f"{backend} with CUDA buffers needs a GPU, and none is visible")
-            if backend == "nccl" and local_ranks > count:
+            if backend == "nccl" and local_ranks > count and not (external and count == 1):
                 raise UsageError(
                     f"{local_ranks} ranks on this node but only {count} GPU(s) are visible"
                 )
@@ -133,12 +137,12 @@ def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
 
     from commbench.engine.failures import explain
     from commbench.launch.local import run_local
+    from commbench.output.console import say
 
-    print(f"starting {world} local {'+'.join(spec.backends)} rank(s) ...", file=sys.stderr,
-          flush=True)
+    say(f"starting {world} local {'+'.join(spec.backends)} rank(s) ...")
     if world > (os.cpu_count() or 1):
-        print(f"warning: {world} ranks on {os.cpu_count()} CPU cores: ranks wait for a core "
-              "and times include that wait (nccl-tests' -n is --iters here)", file=sys.stderr)
+        say(f"warning: {world} ranks on {os.cpu_count()} CPU cores: ranks wait for a core "
+            "and times include that wait (nccl-tests' -n is --iters here)")
     try:
         run_local(run_rank, (spec, sink), world, spec.timeout, spec.uses_cuda(), explain)
     except (RunFailed, Interrupted) as error:
@@ -178,7 +182,9 @@ def finish(path: Path, status: str, error: str = ""):
 
     if status != "complete" and _all_rows_measured(path):
         status, error = "complete", ""
-    print("writing results.csv, summary.md and plots ...", file=sys.stderr, flush=True)
+    from commbench.output.console import say
+
+    say("writing results.csv, summary.md and plots ...")
     run = results.finalize(path, status, error)
     write_run_files(run)
     return run
@@ -193,24 +199,25 @@ def _all_rows_measured(path: Path) -> bool:
 
 def _show(run, output: OutputSpec) -> int:
     """After the live table: what to distrust, where the files are, and the exit code."""
-    from commbench.output.console import unstable_notes
+    from commbench.analysis.groups import slow_groups
+    from commbench.output.console import say, unstable_notes
     from commbench.results import rows_frame
     from commbench.stats import UNSTABLE_ADVICE
 
     rows = run.rows
     wrong = sum(int(row.get("wrong", 0)) for row in rows)
+    for line in slow_groups(rows):
+        say(f"warning: {line}")
     if rows and not output.json_rows:
         notes = unstable_notes(rows_frame(rows))
         if notes:
-            print(f"warning: {len(notes)} of {len(rows)} {UNSTABLE_ADVICE}:", file=sys.stderr)
+            say(f"warning: {len(notes)} of {len(rows)} {UNSTABLE_ADVICE}:")
             for note in notes[:SHOWN_NOTES]:
-                print(f"  {note}", file=sys.stderr)
+                say(note, indent="  ")
             if len(notes) > SHOWN_NOTES:
-                print(f"  ... {len(notes) - SHOWN_NOTES} more in {run.path}/summary.md",
-                      file=sys.stderr)
+                say(f"... {len(notes) - SHOWN_NOTES} more in {run.path}/summary.md", indent="  ")
         print(f"results: {run.path}")
     if wrong:
-        print(f"error: {wrong} wrong element(s) in the results (see the #wrong column)",
-              file=sys.stderr)
+        say(f"error: {wrong} wrong element(s) in the results (see the #wrong column)")
         return EXIT_FINDING
     return EXIT_OK

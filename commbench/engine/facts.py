@@ -122,4 +122,59 @@ def environment_report(env) -> list[tuple[str, str]]:
     for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES"):
         if name in os.environ:
             rows.append((name, os.environ[name]))
+    rows += system_limits()
+    rows += network_interfaces()
+    return rows
+
+
+def system_limits() -> list[tuple[str, str]]:
+    """What NCCL needs from the host: shared memory for ranks on one node (a container's
+    default /dev/shm of 64 MiB makes NCCL fail or fall back), and locked memory for RDMA."""
+    import resource
+
+    rows = []
+    try:
+        usage = shutil.disk_usage("/dev/shm")
+        rows.append(("/dev/shm", f"{usage.free / 2**30:.1f} GiB free of "
+                                 f"{usage.total / 2**30:.1f} GiB"))
+    except OSError:
+        rows.append(("/dev/shm", "missing"))
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    rows.append(("memlock limit", "unlimited" if soft == resource.RLIM_INFINITY
+                 else f"{soft / 2**20:g} MiB (RDMA wants unlimited: ulimit -l unlimited)"))
+    return rows
+
+
+def network_interfaces() -> list[tuple[str, str]]:
+    """Network and InfiniBand interfaces, and which ones NCCL's socket transport would pick
+    (NCCL_SOCKET_IFNAME's prefixes, else everything up but lo and docker*)."""
+    import psutil
+
+    chosen = os.environ.get("NCCL_SOCKET_IFNAME", "")
+    prefixes = [p for p in chosen.lstrip("^=").split(",") if p]
+    rows = []
+    stats = psutil.net_if_stats()
+    for name, addresses in sorted(psutil.net_if_addrs().items()):
+        ipv4 = [a.address for a in addresses if a.family == socket.AF_INET]
+        up = stats.get(name) is not None and stats[name].isup
+        if prefixes:
+            picked = any(name.startswith(p) for p in prefixes) != chosen.startswith("^")
+        else:
+            picked = up and name != "lo" and not name.startswith("docker")
+        mark = "  <- NCCL sockets" if picked and up else ""
+        rows.append((f"net {name}", f"{'up' if up else 'down'} {' '.join(ipv4) or '-'}{mark}"))
+    infiniband = "/sys/class/infiniband"
+    devices = sorted(os.listdir(infiniband)) if os.path.isdir(infiniband) else []
+    for device in devices:
+        states = []
+        ports = os.path.join(infiniband, device, "ports")
+        for port in sorted(os.listdir(ports)) if os.path.isdir(ports) else []:
+            try:
+                with open(os.path.join(ports, port, "state")) as handle:
+                    states.append(f"port {port} {handle.read().strip().split()[-1]}")
+            except OSError:
+                continue
+        rows.append((f"ib {device}", ", ".join(states) or "no ports"))
+    if not devices:
+        rows.append(("infiniband", "none found (/sys/class/infiniband)"))
     return rows

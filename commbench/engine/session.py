@@ -5,6 +5,7 @@ groups of the backends being measured. Shared by the measuring sweep and by doct
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
@@ -13,6 +14,61 @@ import torch.distributed as dist
 from commbench.engine import facts
 from commbench.engine.coordination import Control, Watch, connect, heartbeat_interval
 from commbench.engine.failures import RankFailure, diagnose, first_line
+
+
+@dataclass(frozen=True)
+class Groups:
+    """The groups one measurement runs in at once: every group of a mesh dimension, or the
+    whole world. ``group``/``ranks``/``index``: this rank's group, its global ranks in group
+    order, and its place among ``members`` (every group's global ranks)."""
+
+    dim: str
+    group: object  # torch.distributed.ProcessGroup
+    ranks: tuple[int, ...]
+    index: int
+    members: tuple[tuple[int, ...], ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.ranks)
+
+
+def pick_device(local_rank: int, visible: int, nccl: bool) -> int:
+    """This rank's GPU: the only visible one when the launcher gave each task its own
+    (``srun --gpus-per-task=1``, ``--gpu-bind``, MPI wrappers setting CUDA_VISIBLE_DEVICES per
+    rank), else the one at LOCAL_RANK. NCCL needs a GPU per rank; gloo's ranks may share."""
+    if visible == 1:
+        return 0
+    if local_rank < visible:
+        return local_rank
+    if nccl:
+        raise RankFailure("error", f"LOCAL_RANK {local_rank} has no GPU ({visible} visible)")
+    return local_rank % visible
+
+
+def shared_gpu(hosts: list[dict]) -> str:
+    """Two ranks of one node bound to one GPU (NCCL refuses that, late and cryptically)."""
+    seen: dict[tuple, int] = {}
+    for rank, found in enumerate(hosts):
+        bus = found.get("pci_bus_id")
+        if bus is None:
+            continue
+        key = (found.get("host"), found.get("node"), bus)
+        if key in seen:
+            return (f"ranks {seen[key]} and {rank} on {found.get('host')} both use the GPU at "
+                    f"{bus}: give each rank its own GPU (CUDA_VISIBLE_DEVICES, --gpus-per-task)")
+        seen[key] = rank
+    return ""
+
+
+def mesh_members(shape: tuple[int, ...], axis: int) -> tuple[tuple[int, ...], ...]:
+    """The groups along ``axis`` of a row-major mesh of ``shape`` (the last axis contiguous):
+    ranks that differ only in that coordinate, in mesh order."""
+    import numpy as np
+
+    ranks = np.arange(int(np.prod(shape))).reshape(shape)
+    rows = np.moveaxis(ranks, axis, -1).reshape(-1, shape[axis])
+    return tuple(tuple(int(r) for r in row) for row in rows)
 
 
 class Session:
@@ -29,6 +85,7 @@ class Session:
         self.control: Control | None = None
         self.hosts: list[dict] = []
         self._groups: dict = {}
+        self._meshes: dict = {}
 
     @property
     def nnodes(self) -> int:
@@ -37,14 +94,9 @@ class Session:
     def join(self) -> None:
         """Bind the GPU, connect to the store, start the heartbeat, form the gloo group."""
         env, timeout = self.env, self.timeout
-        if self.cuda:
+        if self.cuda:  # bind before any group exists
             count = torch.cuda.device_count()
-            if "nccl" in self.backends and env.local_rank >= count:
-                raise RankFailure(
-                    "error", f"LOCAL_RANK {env.local_rank} has no GPU ({count} visible)"
-                )
-            # NCCL needs a GPU per rank; gloo's CUDA ranks may share one.
-            torch.cuda.set_device(env.local_rank % count)  # bind before any group exists
+            torch.cuda.set_device(pick_device(env.local_rank, count, "nccl" in self.backends))
         is_master = env.rank == 0 and not env.agent_store
         try:
             store = connect(env.master_addr, env.master_port, timeout, is_master, env.world)
@@ -73,6 +125,10 @@ class Session:
     def describe_hosts(self, devices: list[str]) -> list[dict]:
         """Every rank's host facts (host, node, pid, CPU, GPU), in rank order."""
         self.hosts = self.control.objects(facts.host_facts(self.env.local_rank, devices))
+        if "nccl" in self.backends:
+            clash = shared_gpu(self.hosts)
+            if clash:
+                raise RankFailure("error", clash)
         return self.hosts
 
     def group_for(self, backend: str):
@@ -87,6 +143,48 @@ class Session:
                 group = dist.new_group(backend=backend)
             self._groups[backend] = group
         return self._groups[backend]
+
+    def groups_for(self, backend: str, device: str, mesh: tuple[tuple[str, int], ...],
+                   dim: str) -> Groups:
+        """The groups of ``dim`` in ``mesh`` (or the whole world when ``dim`` is ''), built
+        with torch's DeviceMesh, one mesh per backend for the whole run."""
+        if not dim:
+            members = (tuple(range(self.world)),)
+            return Groups("", self.group_for(backend), members[0], 0, members)
+        names = tuple(name for name, _ in mesh)
+        shape = tuple(size for _, size in mesh)
+        key = (backend, device, mesh)
+        if key not in self._meshes:
+            self._meshes[key] = self._make_mesh(backend, device, names, shape)
+        made = self._meshes[key]
+        members = mesh_members(shape, names.index(dim))
+        index = next(i for i, ranks in enumerate(members) if self.rank in ranks)
+        return Groups(dim, made[dim], members[index], index, members)
+
+    def _make_mesh(self, backend: str, device: str, names: tuple[str, ...],
+                   shape: tuple[int, ...]) -> dict:
+        """dim name -> this rank's group. torch >= 2.6 takes a backend per dimension; before,
+        DeviceMesh would give every dimension the default (gloo) backend, so groups are made
+        by hand in the same row-major layout."""
+        from torch.distributed.device_mesh import init_device_mesh
+
+        try:
+            mesh = init_device_mesh("cuda" if device == "cuda" else "cpu", shape,
+                                    mesh_dim_names=names,
+                                    backend_override={name: backend for name in names})
+            return {name: mesh.get_group(name) for name in names}
+        except TypeError:  # torch without backend_override
+            groups = {}
+            for axis, name in enumerate(names):
+                for ranks in mesh_members(shape, axis):  # every rank creates every group
+                    group = dist.new_group(list(ranks), backend=backend)
+                    if self.rank in ranks:
+                        groups[name] = group
+            return groups
+
+    def nodes(self) -> list[tuple]:
+        """Each rank's node: the launcher's node rank where it gives one, else the host."""
+        return [(h["host"], h.get("node") or "") for h in self.hosts]
 
     def at(self, where: str) -> None:
         """Publish this rank's position (op, size), which failure messages name."""

@@ -18,7 +18,7 @@ from commbench.engine.failures import RankFailure, diagnose
 from commbench.engine.faults import Injector
 from commbench.engine.rows import RowContext, build_row
 from commbench.engine.sampling import Budget, measure
-from commbench.engine.session import Session
+from commbench.engine.session import Groups, Session
 from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
 from commbench.sizes import format_size
 from commbench.stats import combine_ranks
@@ -32,14 +32,32 @@ REDUCE_OPS = {
 }
 
 
-def plan(spec: MeasureSpec) -> list[tuple[str, Collective, str]]:
-    """(backend, op, variant) in the order they run."""
+def plan(spec: MeasureSpec) -> list[tuple[str, str, Collective, str]]:
+    """(backend, mesh dim, op, variant) in the order they run; dim '' is the whole world."""
     return [
-        (backend, collectives.get(name), variant)
+        (backend, dim, collectives.get(name), variant)
         for backend in spec.backends
+        for dim in (spec.dims or ("",))
         for name in spec.ops
         for variant in collectives.get(name).variants(spec.patterns)
     ]
+
+
+def dim_size(spec: MeasureSpec, dim: str, world: int) -> int:
+    return dict(spec.mesh)[dim] if dim else world
+
+
+def mesh_text(mesh: tuple[tuple[str, int], ...]) -> str:
+    return ",".join(f"{name}={size}" for name, size in mesh)
+
+
+def span_of(members: tuple[tuple[int, ...], ...], nodes: list[tuple]) -> str:
+    """intra-node when every group's ranks share a node, inter-node when every group spans
+    nodes, mixed otherwise."""
+    within = [len({nodes[r] for r in ranks}) == 1 for ranks in members]
+    if all(within):
+        return "intra-node"
+    return "inter-node" if not any(within) else "mixed"
 
 
 def counts_for(op: Collective, spec: MeasureSpec, world: int) -> list[int]:
@@ -66,13 +84,29 @@ class Sweep:
         self._noted: set[str] = set()
 
     def planned_rows(self) -> int:
-        return sum(len(counts_for(op, self.spec, self.session.world))
-                   for _, op, _ in plan(self.spec))
+        spec, world = self.spec, self.session.world
+        total = 0
+        for _, dim, op, _ in plan(spec):
+            size = dim_size(spec, dim, world)
+            rows = 1 + (world // size if spec.per_group and dim else 0)
+            total += len(counts_for(op, spec, size)) * rows
+        return total
+
+    def prepare(self) -> float:
+        """Make every process group the run needs, before anything is timed (and before a
+        test's fault injection wraps torch.distributed); returns the seconds it took."""
+        started = time.perf_counter()
+        for backend in self.spec.backends:
+            for dim in self.spec.dims or ("",):
+                self.session.groups_for(backend, self.spec.device_for(backend), self.spec.mesh,
+                                        dim)
+        self.session.control.barrier()
+        return time.perf_counter() - started
 
     def run(self) -> int:
         """Measure everything; returns the number of wrong elements over all rows."""
-        for backend, op, variant in plan(self.spec):
-            self._measure_op(backend, op, variant)
+        for backend, dim, op, variant in plan(self.spec):
+            self._measure_op(backend, dim, op, variant)
         return self.wrong_total
 
     def _note(self, text: str) -> None:
@@ -80,12 +114,13 @@ class Sweep:
             self._noted.add(text)
             self.sink.note(text)
 
-    def _context(self, backend: str, op: Collective, pattern: str) -> OpContext:
-        spec, session = self.spec, self.session
+    def _context(self, groups: Groups, pattern: str) -> OpContext:
+        spec = self.spec
         return OpContext(
-            rank=session.rank,
-            world=session.world,
-            group=session.group_for(backend),
+            rank=groups.ranks.index(self.session.rank),
+            world=groups.size,
+            group=groups.group,
+            ranks=groups.ranks if groups.dim else (),
             dtype=spec.dtype,
             reduce_op=spec.reduce_op,
             torch_op=REDUCE_OPS[spec.reduce_op],
@@ -96,12 +131,13 @@ class Sweep:
             window=spec.window,
         )
 
-    def _measure_op(self, backend: str, op: Collective, pattern: str) -> None:
+    def _measure_op(self, backend: str, dim: str, op: Collective, pattern: str) -> None:
         spec, session = self.spec, self.session
         device = spec.device_for(backend)
-        ctx = self._context(backend, op, pattern)
+        groups = session.groups_for(backend, device, spec.mesh, dim)
+        ctx = self._context(groups, pattern)
         itemsize = ITEMSIZE[spec.dtype]
-        counts = self._fitting(op, ctx, device, counts_for(op, spec, session.world))
+        counts = self._fitting(op, ctx, device, counts_for(op, spec, groups.size))
         largest = op.layout(ctx, counts[-1]) if counts else None
         dtype = getattr(torch, spec.dtype)
         # Allocated once for the largest size; every size is a view (SPEC §4).
@@ -115,7 +151,9 @@ class Sweep:
         where = RowContext(backend=backend, device=device, nnodes=session.nnodes,
                            dtype=spec.dtype, itemsize=itemsize, root=spec.root,
                            rank_time=spec.rank_time, timer=timer.name,
-                           span="intra-node" if session.nnodes == 1 else "inter-node",
+                           mesh=mesh_text(spec.mesh) if dim else "", dim=dim,
+                           groups=len(groups.members),
+                           span=span_of(groups.members, session.nodes()),
                            peers=peers_text(spec.peers) if "peers" in op.extra_options else "")
         for count in counts:
             size_bytes = count * itemsize
@@ -146,6 +184,24 @@ class Sweep:
                                 active=active, validation=validation)
                 row.wall_s = round(time.perf_counter() - started, 4)
                 self.sink.row(row.to_dict())
+                if spec.per_group and dim:
+                    self._group_rows(op, ctx, where, count, measurement, messages, active,
+                                     validation, groups)
+
+    def _group_rows(self, op, ctx, where, count, measurement, messages, active, validation,
+                    groups: Groups) -> None:
+        """--per-group: one row per group of the dimension, from the same measurement (the
+        groups ran at once); its #wrong is the run's, which counts every group."""
+        hosts = [h["host"] for h in self.session.hosts]
+        for index, members in enumerate(groups.members):
+            mine = np.zeros(self.session.world, dtype=bool)
+            mine[list(members)] = True
+            row = build_row(op, ctx, where, count, measurement, messages, 0,
+                            active=active & mine, validation=validation)
+            row.group = index
+            row.group_ranks = ",".join(map(str, members))
+            row.group_hosts = ",".join(dict.fromkeys(hosts[r] for r in members))
+            self.sink.row(row.to_dict())
 
     def _fitting(self, op: Collective, ctx: OpContext, device: str,
                  counts: list[int]) -> list[int]:

@@ -31,10 +31,12 @@ def run_rank(env, spec: MeasureSpec, sink=None) -> int:
         session.join()
         session.describe_hosts([spec.device_for(b) for b in spec.backends])
         injector = Injector.from_env(env.rank)
-        injector.install()  # after the control channel bound the real functions
         sweep = Sweep(session, spec, sink, injector)
+        groups_s = sweep.prepare()
+        injector.install()  # after the control channel and the groups exist
         if sink is not None:
-            sink.begin(run_meta(spec, session), sweep.planned_rows())
+            sink.begin({**run_meta(spec, session), "groups_s": round(groups_s, 3)},
+                       sweep.planned_rows())
         wrong = sweep.run()
         session.at("done")
         _record_memory(session, sink)

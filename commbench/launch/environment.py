@@ -58,16 +58,60 @@ def job_port(env: Mapping[str, str]) -> int:
     return DEFAULT_PORT
 
 
-def first_host(nodelist: str) -> str:
-    """First host of a SLURM node list: 'gpu[003-010,012],cpu1' -> 'gpu003'."""
-    match = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
-    if not match:
+def hostnames(nodelist: str) -> list[str]:
+    """Every host of a SLURM node list, as ``scontrol show hostnames`` prints them:
+    'gpu[003-004,012],cpu1' -> gpu003 gpu004 gpu012 cpu1; 'rack[1-2]-n[01-02]-ib' -> 4 hosts
+    with their suffix; zero padding is kept."""
+    items, depth, current = [], 0, ""
+    for char in nodelist.strip():
+        depth += (char == "[") - (char == "]")
+        if char == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += char
+    if depth != 0:
         raise UsageError(f"cannot read the SLURM node list {nodelist!r}")
-    prefix, ranges = match.groups()
-    if not ranges:
-        return prefix
-    first = ranges.split(",")[0].split("-")[0]
-    return prefix + first
+    items.append(current)
+    hosts: list[str] = []
+    for item in filter(None, (i.strip() for i in items)):
+        hosts += _expand(item, nodelist)
+    return hosts
+
+
+def _expand(item: str, nodelist: str) -> list[str]:
+    match = re.match(r"([^\[]*)\[([^\]]+)\](.*)$", item)
+    if not match:
+        return [item]
+    prefix, ranges, rest = match.groups()
+    values = []
+    for part in ranges.split(","):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise UsageError(f"cannot read the SLURM node list {nodelist!r}")
+        width = len(low)
+        values += [f"{n:0{width}d}" for n in range(int(low), int(high or low) + 1)]
+    return [host for value in values for host in _expand(prefix + value + rest, nodelist)]
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM node list (the master), from ``scontrol show hostnames``
+    where SLURM's own tool is installed, else from commbench's reading of the list."""
+    import shutil
+    import subprocess
+
+    if shutil.which("scontrol"):
+        try:
+            done = subprocess.run(["scontrol", "show", "hostnames", nodelist],
+                                  capture_output=True, text=True, timeout=10)
+            if done.returncode == 0 and done.stdout.split():
+                return done.stdout.split()[0]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    hosts = hostnames(nodelist)
+    if not hosts:
+        raise UsageError(f"cannot read the SLURM node list {nodelist!r}")
+    return hosts[0]
 
 
 def detect(environ: Mapping[str, str] | None = None) -> RankEnv | None:
@@ -100,7 +144,10 @@ def detect(environ: Mapping[str, str] | None = None) -> RankEnv | None:
             rank=_int(env, "SLURM_PROCID"),
             world=_int(env, "SLURM_NTASKS", "SLURM_NPROCS"),
             local_rank=_int(env, "SLURM_LOCALID", default=0),
-            local_world=_int(env, "SLURM_NTASKS_PER_NODE", default=1),
+            # SLURM_NTASKS_PER_NODE is set only by --ntasks-per-node; one node holds them all.
+            local_world=_int(env, "SLURM_NTASKS_PER_NODE", default=0) or (
+                _int(env, "SLURM_NTASKS", "SLURM_NPROCS")
+                if _int(env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES", default=0) == 1 else 1),
             master_addr=master,
             master_port=port,
             agent_store=False,
@@ -148,10 +195,17 @@ def is_loopback(address: str) -> bool:
         return False
 
 
-def interface_towards(address: str, port: int) -> str | None:
-    """The network interface whose address routes to ``address`` (no packet is sent)."""
+def _interface_with(local_ip: str) -> str | None:
     import psutil
 
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == local_ip for a in addresses):
+            return name
+    return None
+
+
+def interface_towards(address: str, port: int) -> str | None:
+    """The network interface whose address routes to ``address`` (no packet is sent)."""
     try:
         target = socket.gethostbyname(address)
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
@@ -159,18 +213,41 @@ def interface_towards(address: str, port: int) -> str | None:
             local_ip = probe.getsockname()[0]
     except OSError:
         return None
+    return _interface_with(local_ip)
+
+
+def outward_interface() -> str | None:
+    """The first interface that is up and not loopback (for a host whose own name resolves to
+    127.0.1.1, as Debian's /etc/hosts makes it): where the other nodes reach this one."""
+    import psutil
+
+    stats = psutil.net_if_stats()
     for name, addresses in psutil.net_if_addrs().items():
-        if any(a.family == socket.AF_INET and a.address == local_ip for a in addresses):
+        up = stats.get(name) is not None and stats[name].isup
+        ipv4 = [a.address for a in addresses if a.family == socket.AF_INET]
+        if up and ipv4 and not any(ip.startswith("127.") for ip in ipv4):
             return name
     return None
 
 
+def all_ranks_here(env: RankEnv) -> bool:
+    """Whether every rank of the job runs on this host (then loopback carries everything)."""
+    return env.launcher == "local" or env.local_world >= env.world
+
+
 def pin_interfaces(env: RankEnv) -> None:
-    """Bind gloo (and NCCL's bootstrap) where the job's traffic belongs, unless the user chose."""
-    if env.launcher == "local" or is_loopback(env.master_addr):
+    """Bind gloo (and NCCL's bootstrap) where the job's traffic belongs, unless the user chose.
+
+    Loopback only when every rank is on this host: on node 0 of a multi-node job whose host
+    name resolves to 127.0.1.1, MASTER_ADDR looks local, but the other nodes cannot reach a
+    socket bound to lo, and the job would never form.
+    """
+    if all_ranks_here(env):
         interface = "lo"
     else:
         interface = interface_towards(env.master_addr, env.master_port)
+        if interface is None or interface == "lo":
+            interface = outward_interface()
     if interface:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", interface)
         if interface == "lo":

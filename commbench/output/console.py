@@ -40,6 +40,21 @@ def terminal_width() -> int | None:
     return shutil.get_terminal_size().columns
 
 
+def say(text: str, indent: str = "") -> None:
+    """A line of prose on stderr, wrapped to the terminal when stderr is one (a log keeps it
+    whole); continuation lines are indented."""
+    import textwrap
+
+    if sys.stderr.isatty():
+        width = shutil.get_terminal_size().columns
+        text = textwrap.fill(text, width=width, initial_indent=indent,
+                             subsequent_indent=indent + "  ", break_on_hyphens=False,
+                             break_long_words=True)
+    else:
+        text = indent + text
+    print(text, file=sys.stderr, flush=True)
+
+
 def make_console():
     """A rich Console; a log or a pipe gets lines as long as they are (nothing is cut)."""
     from rich.console import Console
@@ -163,8 +178,10 @@ def unstable_notes(frame) -> list[str]:
     if "unstable" not in frame:
         return []
     flagged = frame[frame["unstable"].fillna("").astype(bool)]
-    return [f"{group_title(row)} {row['backend']} {size_text(row['size_bytes'])}: "
-            f"{row['unstable']}" for row in flagged.to_dict("records")]
+    return [f"{group_title(row)} {row['backend']}"
+            f"{'' if _is_combined(row) else ' group ' + group_text(row)} "
+            f"{size_text(row['size_bytes'])}: {row['unstable']}"
+            for row in flagged.to_dict("records")]
 
 
 # ---- compare --------------------------------------------------------------------------------

@@ -147,8 +147,9 @@ class Live(_Quiet):
             self._layout = Layout(columns, [], tables.terminal_width())
             backend = f" {record['backend']}" if not self._several else ""
             self._print("")
-            self._print(f"# {tables.group_title(record)}{backend} "
-                        f"[{tables.timing_note(record)}]")
+            self._console.print(f"# {tables.group_title(record)}{backend} "
+                                f"[{tables.timing_note(record)}]", markup=False,
+                                highlight=False)  # prose: wrapped to the terminal
             for line in self._layout.header():
                 self._print(line)
         cells = tables.sweep_cells(record)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from commbench.analysis.groups import slow_groups
 from commbench.output.console import table_groups, unstable_notes
 from commbench.stats import UNSTABLE_ADVICE
 
@@ -31,6 +32,9 @@ def summary_markdown(frame, title: str, meta: dict) -> str:
         parts += ["", f"> error: {meta['error']}"]
     for group_title, headers, rows in table_groups(frame):
         parts += ["", f"## {group_title}", "", markdown_table(headers, rows)]
+    slow = slow_groups(frame.to_dict("records"))
+    if slow:
+        parts += ["", "**Slow groups**:", ""] + [f"- {line}" for line in slow]
     notes = unstable_notes(frame)
     if notes:
         parts += ["", f"**Warning**: {len(notes)} {UNSTABLE_ADVICE}.", ""]

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from commbench import collectives
-from commbench.sizes import format_size
 from commbench.results.schema import COLUMNS
+from commbench.sizes import format_size
 from tests.conftest import read_meta, read_rows
 
 pytestmark = pytest.mark.integration

@@ -111,6 +111,38 @@ def test_ctrl_c_stops_cleanly_with_130(tmp_path):
     assert_no_survivors([proc.pid, *pids])
 
 
+def test_a_run_cut_by_ctrl_c_fails_the_ci_gate_against_a_complete_baseline(tmp_path):
+    from tests.conftest import commbench
+
+    done, baseline = commbench(["allreduce", "--sizes", "8-16M", "-n", "2", "-w", "0",
+                                "--quiet", "--name", "baseline"], tmp_path / "base")
+    assert done.returncode == 0, done.stderr
+    proc, run_dir = start(tmp_path)
+    wait_for_rows(run_dir)
+    os.killpg(proc.pid, signal.SIGINT)
+    finish(proc, 30)
+    kept = len(read_rows(run_dir))
+    gate = subprocess.run([sys.executable, "-m", "commbench", "compare", str(baseline),
+                           str(run_dir), "--fail-on-regression"],
+                          capture_output=True, text=True, timeout=60)
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    assert "victim is partial (stopped by SIGINT)" in gate.stderr
+    assert f"new lacks {22 - kept} of 22 sizes of allreduce gloo" in gate.stderr
+    assert "cannot pass the gate" in gate.stderr
+
+
+def test_sigterm_stops_cleanly_with_143(tmp_path):
+    """What a scheduler sends at a job's time limit: 128 + 15, rows kept, no survivors."""
+    proc, run_dir = start(tmp_path)
+    pids = wait_for_rows(run_dir)
+    os.kill(proc.pid, signal.SIGTERM)
+    err, elapsed = finish(proc, 30)
+    assert proc.returncode == 143, err
+    assert elapsed < 10 and "stopped by SIGTERM" in err
+    assert_partial(run_dir, "SIGTERM")
+    assert_no_survivors([proc.pid, *pids])
+
+
 def test_a_rank_that_never_arrives_is_named(tmp_path):
     import socket
 

@@ -50,6 +50,24 @@ def test_two_torchrun_agents_form_one_four_rank_run(tmp_path):
     assert len(json_lines) == 2  # only rank 0 prints rows
 
 
+def test_two_agents_are_two_nodes_tp_inside_dp_across(tmp_path):
+    """torchrun's GROUP_RANK tells the agents apart on one host: tp groups (ranks 0,1 and 2,3)
+    stay on one agent, dp groups (0,2 and 1,3) cross them."""
+    port = free_port()
+    command = [str(BIN / "torchrun"), "--nnodes", "2", "--nproc-per-node", "2",
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+               "--rdzv-id", "commbench-mesh", "-m", "commbench", "allreduce", "--sizes", "1K",
+               "--iters", "4", "--json", "--mesh", "dp=2,tp=2", "--dim", "all",
+               "--out", str(tmp_path), "--name", "mesh"]
+    agents = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=clean_env()) for _ in range(2)]
+    outputs = [agent.communicate(timeout=120) for agent in agents]
+    assert [a.returncode for a in agents] == [0, 0], outputs
+    rows = read_rows(tmp_path / "mesh")
+    assert {r["dim"]: r["span"] for r in rows} == {"tp": "intra-node", "dp": "inter-node"}
+    assert {r["nnodes"] for r in rows} == {2} and {r["wrong"] for r in rows} == {0}
+
+
 def test_nproc_under_a_launcher_is_refused(tmp_path):
     env = clean_env(RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="1")
     done = subprocess.run([sys.executable, "-m", "commbench", *ARGS, "--nproc", "2",
@@ -77,3 +95,16 @@ def test_doctor_runs_a_real_rendezvous():
     assert done.returncode == 0, done.stderr
     assert "all 3 rank(s) arrived and agree" in done.stdout
     assert "torch" in done.stdout and "launcher" in done.stdout
+
+
+def test_doctor_json_reports_the_host_limits_nccl_needs():
+    import json
+
+    done = subprocess.run([sys.executable, "-m", "commbench", "doctor", "--nproc", "2", "--json"],
+                          capture_output=True, text=True, timeout=120, env=clean_env())
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    environment = report["environment"]
+    assert {"/dev/shm", "memlock limit", "net lo", "launcher"} <= set(environment)
+    assert environment["net lo"].startswith("up 127.0.0.1")
+    assert [r["rank"] for r in report["ranks"]] == [0, 1] and report["arrived"] == 2

@@ -97,7 +97,7 @@ def test_gloo_binds_where_the_master_is(monkeypatch):
     assert interface_towards("127.0.0.1", 29500) == "lo"
     monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
     monkeypatch.delenv("NCCL_SOCKET_IFNAME", raising=False)
-    pin_interfaces(RankEnv("slurm", 0, 2, 0, 1, "localhost", 29500, False))
+    pin_interfaces(RankEnv("slurm", 0, 2, 0, 2, "localhost", 29500, False))  # one node
     import os
 
     assert os.environ["GLOO_SOCKET_IFNAME"] == "lo" and os.environ["NCCL_SOCKET_IFNAME"] == "lo"
@@ -111,3 +111,12 @@ def test_a_chosen_interface_is_kept(monkeypatch):
     import os
 
     assert os.environ["GLOO_SOCKET_IFNAME"] == "ib0"
+
+
+def test_a_one_node_slurm_step_has_every_rank_local():
+    env = detect({"SLURM_PROCID": "1", "SLURM_NTASKS": "4", "SLURM_NNODES": "1",
+                  "SLURM_JOB_NODELIST": "n1"})
+    assert env.local_world == 4
+    spread = detect({"SLURM_PROCID": "1", "SLURM_NTASKS": "4", "SLURM_NNODES": "2",
+                     "SLURM_JOB_NODELIST": "n[1-2]"})
+    assert spread.local_world == 1

@@ -133,3 +133,16 @@ def test_a_taken_name_is_refused_unless_forced(tmp_path):
     assert again == first and read_rows(again) == []
     stamped = create(str(tmp_path), "nightly", generated=True)
     assert stamped.name == "nightly-2"
+
+
+def test_a_run_interrupted_after_its_last_planned_row_is_complete(tmp_path):
+    from commbench.commands.measure import finish
+
+    folder = copy_base(tmp_path)
+    rows = len(lines_of(folder))
+    meta = json.loads((folder / "run.json").read_text())
+    (folder / "run.json").write_text(json.dumps({**meta, "planned_rows": rows}))
+    assert finish(folder, "partial", "stopped by SIGINT").meta["status"] == "complete"
+    (folder / "run.json").write_text(json.dumps({**meta, "planned_rows": rows + 1}))
+    run = finish(folder, "partial", "stopped by SIGINT")
+    assert run.meta["status"] == "partial" and run.meta["error"] == "stopped by SIGINT"

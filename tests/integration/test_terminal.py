@@ -1,0 +1,66 @@
+"""On a real terminal (a pty of 80 or 60 columns): rows appear as they are measured, no line
+is wider than the terminal, and no number loses a digit (the columns that go are whole)."""
+
+import fcntl
+import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
+
+from commbench.sizes import format_size
+
+pytestmark = pytest.mark.integration
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def on_terminal(args, columns, tmp_path):
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen([sys.executable, "-m", "commbench", *args, "--out", str(tmp_path)],
+                            stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(master)
+    text = ANSI.sub("", b"".join(chunks).decode(errors="replace"))
+    lines = [part for line in text.split("\n") for part in line.split("\r")]
+    return proc.returncode, lines
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_the_live_table_fits_and_keeps_every_digit(tmp_path, columns):
+    code, lines = on_terminal(["run", "--ops", "allreduce,allgather", "--sizes", "8,64K,16M",
+                               "--backend", "gloo", "-n", "3", "--name", "tty"],
+                              columns, tmp_path)
+    assert code == 0, "\n".join(lines)
+    # The folder's path is printed whole, to be copied (the terminal wraps it).
+    too_wide = [line for line in lines if len(line.rstrip()) > columns
+                and not line.startswith("results: ")]
+    assert too_wide == []
+    rows = [json.loads(line) for line in (tmp_path / "tty" / "results.jsonl").read_text()
+            .splitlines()]
+    for row in rows:
+        cells = [format_size(row["size_bytes"]), f"{row['lat_us_p50']:.1f}",
+                 f"{row['busbw_gbps']:.3f}", str(row["wrong"])]
+        matching = [line for line in lines if line.split()[:1] == cells[:1]
+                    and all(f" {cell}" in f" {line} " for cell in cells)]
+        assert matching, (row["op"], cells)
+    header = next(line for line in lines if line.strip().startswith("size"))
+    if columns == 60:
+        assert "count" not in header and "type" not in header  # the low-value columns went
+        assert "busbw" in header and "#wrong" in header and "time" in header
