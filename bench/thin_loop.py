@@ -1,9 +1,10 @@
 """The reference a benchmark harness is judged against: a hand-written torch.distributed loop.
 
-Two ranks started with torch.multiprocessing, gloo on loopback, back-to-back calls timed as one
-loop per block; the slowest rank's loop average (like for like with commbench's mean). Prints
-one JSON object per size: op, size_bytes, mean_us, median_us (of block averages), first_row_s
-(seconds from --started to this row), peak_rss_mib (largest rank).
+Two ranks started with torch.multiprocessing, gloo on loopback, back-to-back calls timed in
+blocks; each rank's loop total over its iterations, averaged over the ranks, as nccl-tests
+reports its time (like for like with commbench's default --rank-time avg mean). Prints one
+JSON object per size: op, size_bytes, mean_us, median_us (of block averages, averaged over
+ranks), first_row_s (seconds from --started to this row), peak_rss_mib (largest rank).
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def _worker(rank, world, port, op, sizes, seconds, started, queue, pin):
                 call()
             blocks.append((time.perf_counter() - start) / per_block)
         times = torch.tensor(blocks, dtype=torch.float64)
-        dist.all_reduce(times, op=dist.ReduceOp.MAX)
+        dist.all_reduce(times, op=dist.ReduceOp.SUM)  # per block, the average over ranks
+        times /= world
         rss = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0])
         dist.all_reduce(rss, op=dist.ReduceOp.MAX)
         scale = 2 if op == "pingpong" else 1
