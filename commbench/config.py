@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from commbench import collectives
+from commbench.collectives.p2p import WINDOW
 from commbench.errors import UsageError
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
@@ -75,7 +76,7 @@ class MeasureSpec:
     host_timer: bool = False  # CUDA: perf_counter around a synchronize, as nccl-tests does
     rank_time: str = "avg"  # how per-rank times combine (nccl-tests -a; its default is avg)
     peers: tuple[tuple[int, int], ...] = ()  # p2p pairs (sender, receiver); () = (0,1), (2,3)..
-    window: int = 64  # p2p unidir/bidir messages in flight (osu_bw's window)
+    window: int = WINDOW  # p2p unidir/bidir messages in flight (osu_bw's window)
     mesh: tuple[tuple[str, int], ...] = ()  # (("dp", 2), ("tp", 4)); () = the whole world
     dims: tuple[str, ...] = ()  # mesh dimensions measured in turn; ("all",) = every one
     split: str = ""  # nccl-tests' NCCL_TESTS_SPLIT, "mod:8" ...; becomes a mesh and a dim

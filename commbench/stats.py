@@ -54,7 +54,9 @@ class LatencyStats:
 
 
 def combine_ranks(values: np.ndarray, mode: str) -> np.ndarray:
-    """Per-rank values (ranks x ...) combined over ranks as ``--rank-time`` says."""
+    """Per-rank values (ranks x ...) combined over ranks as ``--rank-time`` says. The rows are
+    the ranks that take part, in rank order: ``rank0`` is the first of them (rank 0, a
+    group's first rank, or the first rank of the first p2p pair)."""
     if mode == "avg":
         return values.mean(axis=0)
     if mode == "max":

@@ -1,74 +1,142 @@
 #!/usr/bin/env bash
-# The GPU checks, in one call, on a machine with CUDA and no network (about 5 minutes).
-# It has torch, typer, pandas, matplotlib and rich; commbench is installed without dependencies.
-#   bash scripts/gpu-check.sh [OUT]     (OUT: where logs and results go; default results/gpu)
+# The GPU checks, in one call, on one CUDA machine without network (about 5 minutes, at most 8).
+# It needs torch with CUDA, typer, rich, pandas, matplotlib and psutil (the GPU image has them);
+# commbench itself is installed without dependencies. Every check can fail:
+#   - 2 gloo ranks sharing the GPU, results validated, and the same run with a fault injected
+#     into torch.distributed, which must be caught (exit 1, #wrong > 0 on every row);
+#   - CUDA-graph replay validated like eager calls (out-of-place ops start from zeros, so a graph
+#     that replays nothing is caught), with the no-op fault as the proof;
+#   - CUDA events against the host clock on an op that moves real data (allgather copies);
+#   - an NCCL sweep 8 B - 1 GiB of every op, every element checked; the GPU test suite.
+#   bash scripts/gpu-check.sh [OUT]     (OUT: logs and result folders; default results/gpu)
+# Exits non-zero when any check fails; the last screen is the verdict.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-results/gpu}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
-status=0
+VERDICT="$OUT/verdict.txt"
+: >"$VERDICT"
+
+record() {  # record NAME STATUS DETAIL
+  printf '%-44s %-5s %s\n' "$1" "$2" "$3" | tee -a "$VERDICT"
+}
+
+run() {  # run NAME EXPECTED_RC LOG -- command...
+  local name=$1 expected=$2 log=$3
+  shift 4
+  timeout 300 "$@" >"$OUT/$log.log" 2>&1
+  local rc=$?
+  if [ "$rc" -eq "$expected" ]; then
+    record "$name" PASS "exit $rc"
+  else
+    record "$name" FAIL "exit $rc, expected $expected (see $OUT/$log.log)"
+    tail -n 5 "$OUT/$log.log"
+  fi
+}
 
 echo "== environment"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())"
 $PY -m pip install --quiet --no-deps --no-build-isolation -e . >"$OUT/pip.log" 2>&1 \
   || { echo "pip install failed, using PYTHONPATH"; export PYTHONPATH=$PWD; }
+CB="$PY -m commbench"
+RES="--out $OUT --force --quiet"
 
-echo "== commbench doctor (nccl)"
-timeout 120 $PY -m commbench doctor --nproc 1 --backend nccl || status=1
-
-echo "== GPU tests"
+echo "== checks"
+run "doctor with nccl" 0 doctor -- $CB doctor --nproc 1 --backend nccl
+run "gloo x2 on one GPU, validated" 0 gloo-cuda -- \
+  $CB run --ops allreduce,broadcast --backend gloo --device cuda --nproc 2 \
+  --sizes 8,1M,64M --op max --min-time 0.2 --json $RES --name gloo-cuda
+COMMBENCH_FAULT=shift run "gloo x2 on one GPU, fault caught" 1 gloo-cuda-fault -- \
+  $CB run --ops allreduce,broadcast --backend gloo --device cuda --nproc 2 \
+  --sizes 8,1M,64M --op max --iters 5 --json $RES --name gloo-cuda-fault
+run "nccl sweep 8-1G, every op validated" 0 nccl-sweep -- \
+  $CB run --ops allreduce,allgather,reduce-scatter,alltoall,broadcast,reduce,gather,scatter \
+  --backend nccl --nproc 1 --sizes 8-1G --min-time 0.05 --json $RES --name nccl-sweep
+run "cuda graphs, replay validated" 0 nccl-graph -- \
+  $CB run --ops allgather,reduce-scatter,alltoall,allreduce,barrier --backend nccl --nproc 1 \
+  --sizes 8,1M,256M --cuda-graph --iters 40 --json $RES --name nccl-graph
+COMMBENCH_FAULT=noop run "cuda graphs, empty replay caught" 1 nccl-graph-fault -- \
+  $CB run --ops allgather,alltoall --backend nccl --nproc 1 --sizes 1M --cuda-graph \
+  --iters 10 --json $RES --name nccl-graph-fault
+run "allgather timed by cuda events" 0 nccl-events -- \
+  $CB allgather --backend nccl --nproc 1 --sizes 64M,1G --min-time 0.5 --no-check --json \
+  $RES --name nccl-events
+run "allgather timed by the host clock" 0 nccl-host -- \
+  $CB allgather --backend nccl --nproc 1 --sizes 64M,1G --min-time 0.5 --no-check --json \
+  --host-timer $RES --name nccl-host
 if $PY -c "import pytest" 2>/dev/null; then
-  timeout 300 $PY -m pytest -q -m gpu tests/gpu -p no:cacheprovider -o addopts="" 2>&1 \
-    | tee "$OUT/pytest.log" | tail -n 15
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  run "GPU test suite (tests/gpu)" 0 pytest -- \
+    $PY -m pytest -q -m gpu tests/gpu -p no:cacheprovider -o addopts=""
 else
-  echo "pytest is not installed here: the CLI runs below cover the same paths"
+  record "GPU test suite (tests/gpu)" SKIP "pytest is not installed here"
 fi
 
-echo "== NCCL sweep 8 B - 1 GiB (1 rank), every op checked"
-timeout 240 $PY -m commbench run --ops allreduce,allgather,reduce-scatter,alltoall,broadcast \
-  --backend nccl --nproc 1 --sizes 8-1G --min-time 0.1 --out "$OUT" --name nccl-sweep --quiet \
-  >"$OUT/nccl-sweep.log" 2>&1 || { status=1; tail -n 5 "$OUT/nccl-sweep.log"; }
-
-echo "== CUDA graphs and host-clock timing, allreduce 8 B - 1 GiB"
-timeout 120 $PY -m commbench allreduce --backend nccl --nproc 1 --sizes 8-1G --min-time 0.1 \
-  --cuda-graph --out "$OUT" --name nccl-graph --quiet >"$OUT/nccl-graph.log" 2>&1 || status=1
-timeout 120 $PY -m commbench allreduce --backend nccl --nproc 1 --sizes 8-1G --min-time 0.1 \
-  --host-timer --out "$OUT" --name nccl-host --quiet >"$OUT/nccl-host.log" 2>&1 || status=1
-
-echo "== gloo with CUDA tensors, 2 ranks sharing the GPU"
-timeout 120 $PY -m commbench run --ops allreduce,broadcast --backend gloo --device cuda \
-  --nproc 2 --sizes 8-64M --min-time 0.1 --out "$OUT" --name gloo-cuda --quiet \
-  >"$OUT/gloo-cuda.log" 2>&1 || { status=1; tail -n 5 "$OUT/gloo-cuda.log"; }
-
-echo "== compact table (median us; busbw GB/s)"
-$PY - "$OUT" <<'PY'
-import json, sys
+echo "== numbers"
+$PY - "$OUT" "$VERDICT" <<'PY'
+import json
+import sys
 from pathlib import Path
-from commbench.sizes import format_size
-runs = ["nccl-sweep", "nccl-graph", "nccl-host", "gloo-cuda"]
-rows = {}
-for run in runs:
-    path = Path(sys.argv[1]) / run / "results.jsonl"
-    if not path.exists():
-        print(f"{run}: no results"); continue
-    for line in path.read_text().splitlines():
-        r = json.loads(line)
-        rows.setdefault((r["op"], r["size_bytes"]), {})[run] = r
-print(f"{'op':<15}{'size':>6}" + "".join(f"{run:>22}" for run in runs))
-for (op, size), by_run in sorted(rows.items()):
-    if size not in (8, 1 << 10, 1 << 16, 1 << 20, 16 << 20, 64 << 20, 1 << 30):
-        continue
-    cells = [f"{by_run[r]['lat_us_p50']:>10.1f} {by_run[r]['busbw_gbps']:>9.2f}{'!' if by_run[r]['wrong'] else ' '}"
-             if r in by_run else f"{'-':>22}" for r in runs]
-    print(f"{op:<15}{format_size(size):>6}" + "".join(f"{c:>22}" for c in cells))
-wrong = sum(r["wrong"] for by_run in rows.values() for r in by_run.values())
-print(f"wrong elements: {wrong}")
-sys.exit(1 if wrong else 0)
+
+out, verdict = Path(sys.argv[1]), Path(sys.argv[2])
+failed = []
+
+
+def rows(name):
+    path = out / name / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def record(name, ok, detail):
+    line = f"{name:<44} {'PASS' if ok else 'FAIL':<5} {detail}"
+    print(line)
+    with verdict.open("a") as handle:
+        handle.write(line + "\n")
+    if not ok:
+        failed.append(name)
+
+
+clean = rows("gloo-cuda") + rows("nccl-sweep") + rows("nccl-graph")
+data = [r for r in clean if r["size_bytes"]]
+record("validated rows: no wrong element", bool(data) and all(r["wrong"] == 0 for r in data),
+       f"{len(data)} rows, {sum(r['wrong'] for r in data)} wrong")
+# One NCCL rank on one GPU: a reduction's result is its own input, which the rows say.
+ONE_RANK = "partial: one rank, whose result is its own input"
+record("validated rows: validation full (or one-rank partial)",
+       bool(data) and all(r["validation"] == "full" or (r["world_size"] == 1 and
+                                                        r["validation"] == ONE_RANK)
+                          for r in data),
+       ", ".join(sorted({r["validation"] for r in data})))
+record("gloo x2 rows: validation full", all(r["validation"] == "full" for r in rows("gloo-cuda"))
+       and bool(rows("gloo-cuda")), f"{len(rows('gloo-cuda'))} rows")
+for name in ("gloo-cuda-fault", "nccl-graph-fault"):
+    broken = [r for r in rows(name) if r["size_bytes"]]
+    record(f"{name}: every row caught", bool(broken) and all(r["wrong"] > 0 for r in broken),
+           f"{sum(r['wrong'] > 0 for r in broken)} of {len(broken)} rows with #wrong > 0")
+graph = {r["size_bytes"]: r for r in rows("nccl-graph") if r["op"] == "barrier"}
+record("barrier under --cuda-graph timed eagerly",
+       all(r["timer"] == "cuda-event" for r in graph.values()) and bool(graph),
+       ", ".join(sorted({r["timer"] for r in graph.values()})))
+events = {r["size_bytes"]: r for r in rows("nccl-events")}
+host = {r["size_bytes"]: r for r in rows("nccl-host")}
+for size in sorted(set(events) & set(host)):
+    a, b = events[size]["lat_us_p50"], host[size]["lat_us_p50"]
+    record(f"events vs host clock, allgather {size >> 20} MiB", abs(a - b) / b < 0.10,
+           f"{a:.1f} vs {b:.1f} us ({a / b:.3f}x), busbw {events[size]['busbw_gbps']:.1f} GB/s")
+sweep = [r for r in rows("nccl-sweep") if r["size_bytes"] in (8, 1 << 20, 1 << 30)]
+for r in sweep:
+    print(f"  nccl {r['op']:<15}{r['size_bytes']:>12} B  {r['lat_us_p50']:>10.1f} us  "
+          f"busbw {r['busbw_gbps']:>8.2f} GB/s")
+sys.exit(1 if failed else 0)
 PY
-[ $? -eq 0 ] || status=1
-echo "== gpu-check: $([ $status -eq 0 ] && echo PASSED || echo FAILED)"
-exit $status
+numbers=$?
+
+echo "== verdict"
+cat "$VERDICT"
+if grep -q " FAIL " "$VERDICT" || [ "$numbers" -ne 0 ]; then
+  echo "gpu-check: FAILED"
+  exit 1
+fi
+echo "gpu-check: PASSED"

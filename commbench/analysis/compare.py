@@ -2,8 +2,12 @@
 gap a CI gate must not hide.
 
 Data in, data out; never imports torch. A row is ``slower`` only when the change exceeds the
-threshold **and** the two 95 % confidence intervals of the median do not overlap; a change
-beyond the threshold whose intervals overlap is ``noisy`` (asv marks it ``~``), not ``same``.
+threshold **and** the two 95 % confidence intervals of the median do not overlap **and** neither
+side was flagged unstable; a change beyond the threshold that fails either test is ``noisy``
+(asv marks it ``~``), not ``same``. Unstable sides are excluded because their intervals are
+not to be trusted: a size whose blocks switched between a fast and a slow mode of the machine
+(block p99 over 3x the median) can look precise within its run and still land in the other
+mode in the next run, and a gate must not fail on that.
 
 Rows are paired only when they measured the same thing (results.schema.KEY_COLUMNS: op,
 pattern, backend, dtype, reduce op, in-place, device, root, rank-time, mesh, dim, group size,
@@ -16,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from commbench.errors import UsageError
-from commbench.results import Run
+from commbench.results import Run, meta_value
 from commbench.results.schema import IDENTITY_COLUMNS, KEY_COLUMNS
 from commbench.sizes import format_size, parse_size
 
@@ -73,30 +77,16 @@ def parse_threshold(text: str) -> float:
     return value
 
 
-def lookup(meta: dict, keys: tuple[str, ...]):
-    """A nested run.json value, or None."""
-    if keys == ("gpus",):  # the GPU models of every rank
-        names = sorted({r.get("gpu") for r in meta.get("ranks") or [] if isinstance(r, dict)
-                        and r.get("gpu")})
-        return names or None
-    value = meta
-    for key in keys:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value
-
-
 def metadata_warnings(base: Run, new: Run) -> list[str]:
     """Differences between two runs' metadata that make their comparison suspect."""
     warnings = []
     for label, keys in SUSPECT_FIELDS:
-        a, b = lookup(base.meta, keys), lookup(new.meta, keys)
+        a, b = meta_value(base.meta, keys), meta_value(new.meta, keys)
         if a is not None and b is not None and a != b:
             warnings.append(f"{base.name} and {new.name} differ in {label}: {a} vs {b}; the "
                             "comparison may be suspect")
     for flag, key in TIMING_FIELDS:
-        a, b = lookup(base.meta, ("config", key)), lookup(new.meta, ("config", key))
+        a, b = meta_value(base.meta, ("config", key)), meta_value(new.meta, ("config", key))
         if (a is not None or b is not None) and a != b and base.meta and new.meta:
             warnings.append(f"{base.name} and {new.name} were timed differently: {flag} "
                             f"{_shown(a)} vs {_shown(b)}")
@@ -112,7 +102,7 @@ def incomplete_runs(runs: list[Run]) -> list[str]:
     found = []
     for run in runs:
         status = run.meta.get("status")
-        if status in ("partial", "failed", "running"):
+        if status in ("partial", "failed", "running", "starting"):
             error = run.meta.get("error")
             found.append(f"{run.name} is {status}" + (f" ({error})" if error else ""))
     return found
@@ -151,7 +141,8 @@ def _frame(rows: list[dict], sizes: list[tuple[int, int]] | None):
 def _series_name(record: dict) -> str:
     op = record["op"] + (f"/{record['pattern']}" if record.get("pattern") else "")
     where = f" dim {record['dim']}" if record.get("dim") else ""
-    return f"{op} {record['backend']}{where}"
+    backend = f" {record['backend']}" if record.get("backend") else ""
+    return f"{op}{backend}{where}"
 
 
 def compare_rows(base_rows, new_rows, metric: str = "lat_us_p50", threshold: float = 0.05,
@@ -187,14 +178,15 @@ def compare_rows(base_rows, new_rows, metric: str = "lat_us_p50", threshold: flo
     if metric == "busbw_gbps":  # barrier rows have no bandwidth: judge them by time as well
         slower = (n * (1 + threshold) < b) | ((b == 0) & slower)
         faster = (n > b * (1 + threshold)) | ((b == 0) & faster)
-    joined["significant"] = disjoint
-    joined["verdict"] = "same"
-    joined.loc[(slower | faster) & ~disjoint, "verdict"] = "noisy"
-    joined.loc[slower & disjoint, "verdict"] = "slower"
-    joined.loc[faster & disjoint, "verdict"] = "faster"
     unstable = joined["unstable_base"].fillna("").astype(bool) | joined[
         "unstable_new"
     ].fillna("").astype(bool)
+    significant = disjoint & ~unstable
+    joined["significant"] = significant
+    joined["verdict"] = "same"
+    joined.loc[(slower | faster) & ~significant, "verdict"] = "noisy"
+    joined.loc[slower & significant, "verdict"] = "slower"
+    joined.loc[faster & significant, "verdict"] = "faster"
     joined["note"] = ""
     joined.loc[unstable, "note"] = "unstable"
     kept = [*keys, "baseline", "new", "ratio", "delta_us", "ci_lo_base", "ci_hi_base",
@@ -273,7 +265,8 @@ def compare_runs(runs: list[Run], metric: str, threshold: float, sizes: str | No
         backends = list(dict.fromkeys(frame["backend"]))
         if len(backends) < 2:
             raise UsageError("give two runs, or one run measured with several --backend")
-        keys = tuple(k for k in KEY_COLUMNS if k != "backend")
+        # Backends side by side: gloo's buffers live on the CPU, NCCL's on the GPU.
+        keys = tuple(k for k in KEY_COLUMNS if k not in ("backend", "device"))
         first = frame[frame["backend"] == backends[0]].to_dict("records")
         for other in backends[1:]:
             rows = frame[frame["backend"] == other].to_dict("records")

@@ -69,19 +69,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from commbench import collectives
 from commbench.analysis.model import CurveFit, fit_curve, measured_curves
+from commbench.config import ITEMSIZE, parse_dtype
 from commbench.errors import UsageError
+from commbench.results.schema import is_combined
 from commbench.sizes import parse_size
 
 ZERO_LEVELS = ("0", "1", "2", "3", "fsdp")
 PARALLELISMS = ("dp", "tp", "pp")
-# Training dtype spellings -> (the row dtype commbench measures it as, bytes per element).
-DTYPES = {
-    "bf16": ("bfloat16", 2), "bfloat16": ("bfloat16", 2),
-    "fp16": ("float16", 2), "float16": ("float16", 2), "half": ("float16", 2),
-    "fp32": ("float32", 4), "float32": ("float32", 4), "float": ("float32", 4),
-    "fp64": ("float64", 8), "float64": ("float64", 8),
-}
+# The training dtypes (gradients and activations): commbench's float dtypes, any spelling.
+FLOAT_DTYPES = ("bfloat16", "float16", "float32", "float64")
 COUNT_UNITS = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 P2P_PATTERNS = ("pingpong", "unidir", "ring", "bidir")
 MEASURED, INTERPOLATED, EXTRAPOLATED = "measured", "interpolated", "model fit (extrapolated)"
@@ -162,9 +160,14 @@ def step_spec(params: str, dtype: str = "bf16", dp: int = 1, tp: int = 1, pp: in
               sequence_parallel: bool = False) -> StepSpec:
     """Parse and check the command's inputs; a layout that makes no sense is a UsageError."""
     count = parse_count(params)
-    if dtype.lower() not in DTYPES:
-        raise UsageError(f"bad --dtype {dtype!r}: use one of {', '.join(DTYPES)}")
-    row_dtype, itemsize = DTYPES[dtype.lower()]
+    try:
+        row_dtype = parse_dtype(dtype)
+    except UsageError:
+        row_dtype = ""
+    if row_dtype not in FLOAT_DTYPES:
+        raise UsageError(f"bad --dtype {dtype!r}: use one of bf16, fp16, fp32, fp64 (or their "
+                         "torch names)")
+    itemsize = ITEMSIZE[row_dtype]
     level = str(zero).strip().lower()
     if level not in ZERO_LEVELS:
         raise UsageError(f"bad --zero {zero!r}: use 0 (DDP), 1, 2, 3 or fsdp")
@@ -320,7 +323,7 @@ class RunCurves:
         self.spec = spec
         self.notes: list[str] = []
         self._cache: dict[tuple[str, str, int], MeasuredCurve] = {}
-        sized = [r for r in rows if int(r["size_bytes"]) > 0 and r.get("group") is None
+        sized = [r for r in rows if int(r["size_bytes"]) > 0 and is_combined(r)
                  and float(r["lat_us_p50"]) > 0]
         backends = list(dict.fromkeys(str(r["backend"]) for r in sized))
         self.backend = "nccl" if "nccl" in backends else (backends[0] if backends else "")
@@ -344,7 +347,8 @@ class RunCurves:
         if not rows:
             raise UsageError(f"the run has no {collective} rows: measure "
                              f"`{_HINTS.get(collective, 'commbench ' + collective)}`")
-        if collective == "p2p":
+        pairwise = "pattern" in collectives.get(collective).extra_options
+        if pairwise:
             present = {str(r.get("pattern") or "") for r in rows}
             pattern = next((p for p in P2P_PATTERNS if p in present), sorted(present)[0])
             rows = [r for r in rows if (r.get("pattern") or "") == pattern]
@@ -362,7 +366,7 @@ class RunCurves:
         if own:
             rows = self._nearest_group(own, group, collective)
             size = int(rows[0]["group_size"] or rows[0]["world_size"])
-            if size != group and collective != "p2p":
+            if size != group and not pairwise:
                 self._note(f"{parallelism} terms use the run's {parallelism} groups of {size} "
                            f"ranks, not {parallelism}={group}")
             label = f"{collective} {parallelism}={size}"
@@ -370,7 +374,7 @@ class RunCurves:
             rows = self._nearest_group(world, group, collective)
             size = int(rows[0]["group_size"] or rows[0]["world_size"])
             others = self.spec.dp * self.spec.tp * self.spec.pp // group
-            if collective == "p2p" and (size != group or others > 1):
+            if pairwise and (size != group or others > 1):
                 self._note(f"{parallelism} p2p term uses whole-world pairs (ranks 0-1, 2-3, ... "
                            f"of {size}), not neighbouring pipeline stages")
             elif size != group or others > 1:
@@ -394,7 +398,8 @@ class RunCurves:
             return int(row["group_size"] or row["world_size"])
 
         sizes = sorted({size_of(r) for r in rows})
-        best = sizes[0] if collective == "p2p" else min(
+        pairwise = "pattern" in collectives.get(collective).extra_options
+        best = sizes[0] if pairwise else min(
             sizes, key=lambda s: (abs(math.log(s / group)), -s))
         return [r for r in rows if size_of(r) == best]
 

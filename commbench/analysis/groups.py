@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import statistics
 
+from commbench.results.schema import is_combined
+
 SLOW_RATIO = 1.5  # a group this many times the median group's time is named
 
 
@@ -18,9 +20,9 @@ def slow_groups(rows: list[dict], ratio: float = SLOW_RATIO) -> list[str]:
     """
     series: dict[tuple, dict[int, dict[int, dict]]] = {}
     for row in rows:
-        group = row.get("group")
-        if group is None or group != group or not row.get("dim"):
+        if is_combined(row) or not row.get("dim"):
             continue
+        group = row["group"]
         key = (row["op"], row.get("pattern") or "", row["backend"], row.get("mesh") or "",
                row["dim"])
         series.setdefault(key, {}).setdefault(int(group), {})[row["size_bytes"]] = row

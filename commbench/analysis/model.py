@@ -45,6 +45,7 @@ import numpy as np
 
 from commbench import collectives
 from commbench.errors import UsageError
+from commbench.results.schema import is_combined
 
 MIN_SIZES = 4  # a run with fewer sizes for an op is refused: two parameters need spare points
 MAX_SEGMENTS = 3
@@ -165,7 +166,7 @@ def measured_curves(rows: list[dict]) -> dict[CurveKey, tuple[np.ndarray, np.nda
     grouped: dict[CurveKey, dict[int, list[float]]] = {}
     for row in rows:
         usable = int(row["size_bytes"]) > 0 and float(row["lat_us_p50"]) > 0
-        if not usable or row.get("group") is not None:
+        if not usable or not is_combined(row):
             continue
         per_size = grouped.setdefault(curve_key(row), {})
         per_size.setdefault(int(row["size_bytes"]), []).append(float(row["lat_us_p50"]))

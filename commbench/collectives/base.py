@@ -54,7 +54,7 @@ class OpContext:
     pattern: str = ""
     ranks: tuple[int, ...] = ()  # the group's global ranks in group order; () = the world
     pairs: tuple[tuple[int, int], ...] = ()  # p2p: chosen (sender, receiver) group ranks
-    window: int = 64  # p2p unidir/bidir: messages in flight (OSU's -W)
+    window: int = 64  # p2p unidir/bidir: messages in flight (p2p.WINDOW, OSU's -W)
 
     def global_rank(self, rank: int) -> int:
         return self.ranks[rank] if self.ranks else rank

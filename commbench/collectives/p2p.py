@@ -17,7 +17,7 @@ from commbench.collectives import data
 from commbench.collectives.base import Buffers, Collective, Layout, OpContext
 
 PATTERNS = ("pingpong", "unidir", "bidir", "ring")
-WINDOW = 64  # osu_bw's window
+WINDOW = 64  # osu_bw's window: messages in flight per iteration (--window)
 
 
 def pairs_of(ctx: OpContext) -> tuple[tuple[int, int], ...]:
@@ -81,9 +81,6 @@ class PointToPoint(Collective):
         if source is None:
             return 0
         return data.count_wrong(bufs.recv, data.plain_values(source, ctx.dtype))
-
-    def sources(self, ctx: OpContext) -> int:
-        return ctx.world
 
     def call(self, ctx: OpContext, bufs: Buffers):
         import torch.distributed as dist

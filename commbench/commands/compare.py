@@ -99,7 +99,8 @@ def _summary(result: Comparison, threshold: float, metric: str) -> str:
 
 
 def _append_markdown(path: str, columns, rows, summary: str, notes: list[str]) -> None:
-    from commbench.output.markdown import headers_of, markdown_table
+    from commbench.output.markdown import markdown_table
+    from commbench.output.tables import headers_of
 
     text = "## commbench compare\n\n" + markdown_table(headers_of(columns), rows)
     text += f"\n\n{summary}\n"

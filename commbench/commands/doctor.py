@@ -18,18 +18,18 @@ def run_doctor(nproc: int | None, timeout: float, backends: tuple[str, ...],
     ``json_out``: one JSON object (environment and ranks) instead."""
     from rich.table import Table
 
-    from commbench.commands.measure import check_backends, resolve_backends
     from commbench.engine.facts import environment_report
     from commbench.engine.probe import probe_rank
     from commbench.launch import detect
+    from commbench.launch.backends import check_backends, resolve_backends
     from commbench.output.console import make_console
 
     env = detect()
     if env is not None and nproc is not None:
         raise UsageError(f"--nproc cannot be used under {env.launcher}: it started the ranks")
+    if nproc is not None and nproc < 1:
+        raise UsageError(f"bad --nproc {nproc}: at least 1 rank is needed")
     world = env.world if env else (nproc or 2)
-    if world < 1:
-        raise UsageError(f"bad --nproc {world}: at least 1 rank is needed")
     backends = resolve_backends(backends)
     console = make_console()
     environment = environment_report(env)

@@ -23,6 +23,7 @@ SHOWN_NOTES = 5  # unstable sizes listed on the console; summary.md has them all
 
 def run_measure(spec: MeasureSpec, output: OutputSpec) -> int:
     from commbench.launch import detect
+    from commbench.launch.backends import check_backends, default_nproc, resolve_backends
 
     env = detect()
     if env is not None and spec.nproc is not None:
@@ -32,55 +33,13 @@ def run_measure(spec: MeasureSpec, output: OutputSpec) -> int:
     if spec.nproc is not None and spec.nproc < 1:
         raise UsageError(f"bad --nproc {spec.nproc}: at least 1 rank is needed")
     spec = replace(spec, backends=resolve_backends(spec.backends))
-    world = env.world if env else (spec.nproc or _default_nproc(spec.backends))
+    world = env.world if env else (spec.nproc or default_nproc(spec.backends))
     spec = resolve_layout(spec, world)
     validate(spec, world)
     check_backends(spec, env.local_world if env else world, external=env is not None)
     if env is None:
         _check_host_memory(spec, world)
     return _launch(spec, output, env, world)
-
-
-def resolve_backends(names: tuple[str, ...]) -> tuple[str, ...]:
-    """``auto`` is nccl when CUDA GPUs are visible, else gloo."""
-    if "auto" not in names:
-        return names
-    import torch
-
-    auto = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() > 0 else "gloo"
-    return tuple(dict.fromkeys(auto if name == "auto" else name for name in names))
-
-
-def _default_nproc(backends: tuple[str, ...]) -> int:
-    if "nccl" in backends:
-        import torch
-
-        return max(1, torch.cuda.device_count())
-    return 2
-
-
-def check_backends(spec: MeasureSpec, local_ranks: int, external: bool = False) -> None:
-    """A listed backend this machine lacks is refused before anything runs (exit 2).
-
-    Under a launcher that shows each task one GPU (srun --gpus-per-task=1 ...), one visible
-    GPU serves a rank however many ranks share the node.
-    """
-    import torch
-    import torch.distributed as dist
-
-    for backend in spec.backends:
-        if backend == "gloo" and not dist.is_gloo_available():
-            raise UsageError("gloo is not available in this torch build")
-        if backend == "nccl" and not dist.is_nccl_available():
-            raise UsageError("nccl is not available in this torch build (a CPU-only torch?)")
-        if spec.device_for(backend) == "cuda":
-            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            if count == 0:
-                raise UsageError(f"{backend} with CUDA buffers needs a GPU, and none is visible")
-            if backend == "nccl" and local_ranks > count and not (external and count == 1):
-                raise UsageError(
-                    f"{local_ranks} ranks on this node but only {count} GPU(s) are visible"
-                )
 
 
 def _check_host_memory(spec: MeasureSpec, world: int) -> None:
@@ -109,13 +68,11 @@ def _check_host_memory(spec: MeasureSpec, world: int) -> None:
         )
 
 
-def _sink(spec: MeasureSpec, output: OutputSpec, path: Path):
+def _sink(output: OutputSpec, writer):
     """Rank 0's sinks: the run folder, and --json lines or the live table (with a progress
     bar on a terminal)."""
     from commbench.output.live import JsonRows, Live, Notes, Sinks
-    from commbench.results import RunWriter
 
-    writer = RunWriter(path, {"name": path.name, "command_line": list(output.command_line)})
     if output.json_rows:
         return Sinks(writer, Notes(), JsonRows())
     return Sinks(writer, Live(progress=sys.stdout.isatty() and not output.quiet))
@@ -123,28 +80,21 @@ def _sink(spec: MeasureSpec, output: OutputSpec, path: Path):
 
 def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
     from commbench import results
-    from commbench.engine.worker import run_rank
 
     if env is not None and env.rank != 0:
-        return _run_external(spec, env, None, None)
+        return _run_external(spec, env, None)
     run_id = output.name or results.default_run_id(spec.ops, spec.backends, world)
     path = results.create(output.out, run_id, force=output.force,
                           generated=output.name is None)
-    sink = _sink(spec, output, path)
-    if env is not None:
-        _run_external(spec, env, sink, path)
-        return _show(finish(path, "complete"), output)
-
-    from commbench.engine.failures import explain
-    from commbench.launch.local import run_local
-    from commbench.output.console import say
-
-    say(f"starting {world} local {'+'.join(spec.backends)} rank(s) ...")
-    if world > (os.cpu_count() or 1):
-        say(f"warning: {world} ranks on {os.cpu_count()} CPU cores: ranks wait for a core "
-            "and times include that wait (nccl-tests' -n is --iters here)")
+    writer = results.RunWriter(path, {"name": path.name,
+                                      "command_line": list(output.command_line)})
+    writer.start()  # run.json from the first moment: a run that never starts says so
+    sink = _sink(output, writer)
     try:
-        run_local(run_rank, (spec, sink), world, spec.timeout, spec.uses_cuda(), explain)
+        if env is not None:
+            _run_external(spec, env, sink)
+        else:
+            _run_local(spec, sink, world)
     except (RunFailed, Interrupted) as error:
         rows = results.read_rows(path)
         run = finish(path, "partial" if rows else "failed", str(error))
@@ -155,20 +105,42 @@ def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
     return _show(finish(path, "complete"), output)
 
 
-def _run_external(spec: MeasureSpec, env, sink, path: Path | None) -> int:
-    """This process is one rank of an external launcher's job."""
-    from commbench import results
+def _run_local(spec: MeasureSpec, sink, world: int) -> None:
+    """commbench starts the ranks itself, through torch's elastic agent."""
+    from commbench.engine.failures import explain
+    from commbench.engine.worker import run_rank
+    from commbench.launch.local import run_local
+    from commbench.output.console import say
+
+    say(f"starting {world} local {'+'.join(spec.backends)} rank(s) ...")
+    if world > (os.cpu_count() or 1):
+        say(f"warning: {world} ranks on {os.cpu_count()} CPU cores: ranks wait for a core "
+            "and times include that wait (nccl-tests' -n is --iters here)")
+    run_local(run_rank, (spec, sink), world, spec.timeout, spec.uses_cuda(), explain)
+
+
+def _run_external(spec: MeasureSpec, env, sink) -> int:
+    """This process is one rank of an external launcher's job. Ctrl-C and SIGTERM (a
+    scheduler's time limit) end it as an Interrupted run, so that rank 0 still finishes the
+    folder."""
+    import signal
+
     from commbench.engine.worker import run_rank
     from commbench.launch import pin_interfaces
 
+    def stopped(signum, frame):
+        raise Interrupted("stopped by SIGTERM", exit_code=128 + signum)
+
     pin_interfaces(env)
+    previous = signal.signal(signal.SIGTERM, stopped)
     try:
         run_rank(env, spec, sink)
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted") from None
     except RunFailed as failure:
-        if path is not None:
-            rows = results.read_rows(path)
-            finish(path, "partial" if rows else "failed", str(failure))
         raise RunFailed(f"rank {env.rank}: {failure}") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return EXIT_OK
 
 
@@ -178,15 +150,15 @@ def finish(path: Path, status: str, error: str = ""):
     A run stopped (Ctrl-C) after its last planned row was measured is complete.
     """
     from commbench import results
+    from commbench.analysis.groups import slow_groups
+    from commbench.output.console import say
     from commbench.output.files import write_run_files
 
     if status != "complete" and _all_rows_measured(path):
         status, error = "complete", ""
-    from commbench.output.console import say
-
     say("writing results.csv, summary.md and plots ...")
     run = results.finalize(path, status, error)
-    write_run_files(run)
+    write_run_files(run, slow_groups(run.rows))
     return run
 
 

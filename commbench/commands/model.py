@@ -9,8 +9,8 @@ import math
 import sys
 from dataclasses import asdict
 
-from commbench.errors import EXIT_OK
-from commbench.results import load_run
+from commbench.errors import EXIT_OK, UsageError
+from commbench.results import LATENCY_PNG, load_run, rows_frame
 
 MODEL_CSV = "model.csv"
 MODEL_JSON = "model.json"
@@ -25,9 +25,7 @@ def _json_number(value):
 
 
 def run_model(paths: list[str], json_out: bool) -> int:
-    from commbench.analysis.model import COLUMNS, fit_lines, fit_run, segment_records
-    from commbench.output.plots import latency, series_label
-    from commbench.results import LATENCY_PNG, rows_frame
+    from commbench.analysis.model import fit_run
 
     runs = [load_run(path) for path in paths]
     # Fit every run before writing anything, so a refused run leaves no half-written set.
@@ -35,30 +33,45 @@ def run_model(paths: list[str], json_out: bool) -> int:
     for run, fits in fitted:
         for warning in run.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-        records = segment_records(fits)
-        with open(run.path / MODEL_CSV, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows(records)
-        document = {
-            "run": run.name, "model": FORMULA,
-            "segments": [{k: _json_number(v) for k, v in r.items()} for r in records],
-        }
-        (run.path / MODEL_JSON).write_text(json.dumps(document, indent=2) + "\n")
-        with_dtype = len({fit.key.dtype for fit in fits}) > 1
-        lines = {series_label(asdict(key), with_dtype): points
-                 for key, points in fit_lines(fits).items()}
-        plot = run.path / LATENCY_PNG
-        latency(rows_frame(run.rows), plot, run.name, fits=lines)
+        try:
+            document = _write(run, fits)
+        except OSError as error:
+            raise UsageError(f"cannot write the model beside {run.path}: "
+                             f"{error.strerror or error}") from None
         if json_out:
             print(json.dumps(document))
         else:
-            _print_table(run.name, records)
-            print(f"wrote {run.path / MODEL_CSV}, {run.path / MODEL_JSON}, {plot}")
+            _print_table(run.name, document["segments"])
+            print(f"wrote {run.path / MODEL_CSV}, {run.path / MODEL_JSON}, "
+                  f"{run.path / LATENCY_PNG}")
     return EXIT_OK
 
 
-def _number(value: float, digits: int) -> str:
+def _write(run, fits) -> dict:
+    """model.csv, model.json and the latency plot with the fits, beside the run."""
+    from commbench.analysis.model import COLUMNS, fit_lines, segment_records
+    from commbench.output.plots import latency, series_label
+
+    records = segment_records(fits)
+    with open(run.path / MODEL_CSV, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(records)
+    document = {
+        "run": run.name, "model": FORMULA,
+        "segments": [{k: _json_number(v) for k, v in r.items()} for r in records],
+    }
+    (run.path / MODEL_JSON).write_text(json.dumps(document, indent=2) + "\n")
+    with_dtype = len({fit.key.dtype for fit in fits}) > 1
+    lines = {series_label(asdict(key), with_dtype): points
+             for key, points in fit_lines(fits).items()}
+    latency(rows_frame(run.rows), run.path / LATENCY_PNG, run.name, fits=lines)
+    return document
+
+
+def _number(value: float | None, digits: int) -> str:
+    if value is None:  # model.json's null: an infinite beta (no size dependence)
+        return "inf"
     if isinstance(value, float) and math.isinf(value):
         return "inf"
     if isinstance(value, float) and math.isnan(value):

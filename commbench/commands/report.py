@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from commbench.analysis.compare import compare_runs
+from commbench.analysis.compare import compare_runs, incomplete_runs
 from commbench.errors import EXIT_OK, UsageError
 from commbench.results import JSONL, load_run
 
@@ -28,18 +28,24 @@ def run_report(paths: list[str], out: str) -> int:
     for run in runs:
         for warning in run.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-    comparisons, summaries, frame = [], [], None
-    if len(runs) > 1:
-        result = compare_runs(runs, "lat_us_p50", 0.05, None)
-        frame = result.frame
-        for name in list(dict.fromkeys(frame["candidate"])):
-            part = frame[frame["candidate"] == name]
-            columns, rows = table_records(part, "lat_us_p50")
-            comparisons.append((name, columns, rows))
-            counts = part["verdict"].value_counts().to_dict()
-            summaries.append(f"{name} vs {runs[0].name}: " + ", ".join(
-                f"{counts.get(v, 0)} {v}" for v in ("slower", "faster", "noisy", "same")))
-        summaries += result.incomplete + result.apart + result.missing
+    import pandas as pd
+
+    comparisons, summaries, frames = [], [], []
+    for run in runs[1:]:
+        try:
+            result = compare_runs([runs[0], run], "lat_us_p50", 0.05, None)
+        except UsageError as error:  # runs of different ops or layouts: still reported
+            summaries.append(f"{run.name} vs {runs[0].name}: not compared ({error})")
+            continue
+        frames.append(result.frame)
+        columns, rows = table_records(result.frame, "lat_us_p50")
+        comparisons.append((run.name, columns, rows))
+        counts = result.counts()
+        summaries.append(f"{run.name} vs {runs[0].name}: " + ", ".join(
+            f"{counts[v]} {v}" for v in ("slower", "faster", "noisy", "same")))
+        summaries += result.apart + result.missing
+    summaries += incomplete_runs(runs)
+    frame = pd.concat(frames, ignore_index=True) if frames else None
     try:
         folder.mkdir(parents=True, exist_ok=True)
         md_path, html_path = write_report(runs, comparisons, summaries, folder, frame)

@@ -32,7 +32,6 @@ class Control:
         # Bound now: fault injection may later wrap torch.distributed's functions, and the
         # control channel must keep working while the measured collective is broken.
         self._gather = compat.all_gather_single(dist)
-        self._all_reduce = dist.all_reduce
         self._barrier = dist.barrier
         self._gather_object = dist.all_gather_object
 
@@ -45,11 +44,6 @@ class Control:
         out = torch.empty(self._world * len(values), dtype=torch.float64)
         self._gather(out, mine, group=self._group)
         return out.view(self._world, len(values)).numpy()
-
-    def total(self, value: int) -> int:
-        tensor = torch.tensor([value], dtype=torch.int64)
-        self._all_reduce(tensor, group=self._group)
-        return int(tensor.item())
 
     def objects(self, value: object) -> list:
         out: list = [None] * self._world

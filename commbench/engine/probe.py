@@ -9,7 +9,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from commbench.engine.failures import RankFailure
+from commbench.engine.failures import RankFailure, diagnose
 from commbench.engine.session import Session
 
 
@@ -20,13 +20,16 @@ def probe_rank(env, timeout: float, backends: tuple[str, ...]) -> list[dict] | N
         start = time.perf_counter()
         session.join()
         joined = time.perf_counter() - start
-        start = time.perf_counter()
-        dist.barrier()
-        barrier_us = (time.perf_counter() - start) * 1e6
-        value = torch.ones(1)
-        start = time.perf_counter()
-        dist.all_reduce(value)
-        allreduce_us = (time.perf_counter() - start) * 1e6
+        try:
+            start = time.perf_counter()
+            dist.barrier()
+            barrier_us = (time.perf_counter() - start) * 1e6
+            value = torch.ones(1)
+            start = time.perf_counter()
+            dist.all_reduce(value)
+            allreduce_us = (time.perf_counter() - start) * 1e6
+        except Exception as error:
+            raise diagnose(error, "the barrier and allreduce", session.watch, timeout) from None
         if int(value.item()) != session.world:
             raise RankFailure("error", f"allreduce gave {value.item()}, not {session.world}")
         report = {"rank": session.rank, "host": socket.gethostname(),
@@ -34,9 +37,13 @@ def probe_rank(env, timeout: float, backends: tuple[str, ...]) -> list[dict] | N
                   "barrier_us": barrier_us, "allreduce_us": allreduce_us}
         if "nccl" in backends:  # communicator set-up plus one tiny allreduce
             start = time.perf_counter()
-            on_gpu = torch.ones(1, device="cuda")
-            dist.all_reduce(on_gpu, group=session.group_for("nccl"))
-            torch.cuda.synchronize()
+            try:
+                on_gpu = torch.ones(1, device="cuda")
+                dist.all_reduce(on_gpu, group=session.group_for("nccl"))
+                torch.cuda.synchronize()
+            except Exception as error:
+                raise diagnose(error, "the first NCCL allreduce", session.watch,
+                               timeout) from None
             report["nccl_us"] = (time.perf_counter() - start) * 1e6
             if int(on_gpu.item()) != session.world:
                 raise RankFailure("error", f"nccl allreduce gave {on_gpu.item()}")

@@ -46,14 +46,11 @@ class RowContext:
 
 def build_row(op: Collective, ctx: OpContext, where: RowContext, count: int,
               measurement: Measurement, messages: int, wrong: int, *,
-              active: np.ndarray | None = None, ranks: np.ndarray | None = None,
-              validation: str = "") -> Row:
+              active: np.ndarray | None = None, validation: str = "") -> Row:
     """``messages``: transfers per iteration (a pingpong round trip is 2; a row reports the
-    time of one). ``active``: which rows of the measurement take part (default all);
-    ``ranks``: the global rank of each row (default 0..n-1)."""
+    time of one). ``active``: which ranks (rows of the measurement) take part; default all."""
     total = measurement.per_rank.shape[0]
     active = np.ones(total, dtype=bool) if active is None else np.asarray(active, dtype=bool)
-    ranks = np.arange(total) if ranks is None else np.asarray(ranks)
     mode = where.rank_time
     scale = 1e6 / messages
     samples_us = combine_ranks(measurement.per_rank[active] * scale, mode)
@@ -84,7 +81,7 @@ def build_row(op: Collective, ctx: OpContext, where: RowContext, count: int,
         algbw_gbps=algbw,
         busbw_gbps=algbw * op.busbw_factor(ctx.world, ctx.pattern),
         wrong=wrong,
-        slowest_rank=int(ranks[active][slowest]),
+        slowest_rank=int(np.flatnonzero(active)[slowest]),
         skew_pct=skew,
         rank_time=mode,
         validation=validation,

@@ -66,10 +66,6 @@ class Measurement:
         return (self.per_rank * self.counts).sum(axis=1) / self.counts.sum()
 
 
-def slowest(per_rank: np.ndarray) -> np.ndarray:
-    return per_rank.max(axis=0)
-
-
 class _Blocks:
     """What the loop has so far: block times of every rank, counts, this rank's call times."""
 
@@ -109,8 +105,7 @@ class _Blocks:
         return Measurement(per_rank=self.per_rank(), counts=np.asarray(self.counts), calls=calls)
 
 
-def measure(call: Call, timer, control, budget: Budget, combine: Combine = slowest,
-            ) -> Measurement:
+def measure(call: Call, timer, control, budget: Budget, combine: Combine) -> Measurement:
     """Time ``call`` on every rank of ``control`` (a Control); see the module docstring.
 
     ``combine`` turns per-rank block times into the samples the stopping rule looks at (the

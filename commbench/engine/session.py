@@ -19,13 +19,12 @@ from commbench.engine.failures import RankFailure, diagnose, first_line
 @dataclass(frozen=True)
 class Groups:
     """The groups one measurement runs in at once: every group of a mesh dimension, or the
-    whole world. ``group``/``ranks``/``index``: this rank's group, its global ranks in group
-    order, and its place among ``members`` (every group's global ranks)."""
+    whole world. ``group``/``ranks``: this rank's group and its global ranks in group order;
+    ``members``: every group's global ranks."""
 
     dim: str
     group: object  # torch.distributed.ProcessGroup
     ranks: tuple[int, ...]
-    index: int
     members: tuple[tuple[int, ...], ...]
 
     @property
@@ -132,17 +131,27 @@ class Session:
         return self.hosts
 
     def group_for(self, backend: str):
-        """One group per backend for the whole run (an NCCL communicator costs seconds)."""
+        """One group per backend for the whole run (an NCCL communicator costs seconds).
+        Every group takes --timeout: torch's defaults (10 min for NCCL, 30 for gloo) would
+        leave a hung rank unnamed for that long."""
         if backend == "gloo":
             return dist.group.WORLD
         if backend not in self._groups:
             device = torch.device("cuda", torch.cuda.current_device())
+            timeout = timedelta(seconds=self.timeout)
             try:
-                group = dist.new_group(backend=backend, device_id=device)
+                group = dist.new_group(backend=backend, device_id=device, timeout=timeout)
             except TypeError:  # torch without new_group(device_id=)
-                group = dist.new_group(backend=backend)
+                group = dist.new_group(backend=backend, timeout=timeout)
             self._groups[backend] = group
         return self._groups[backend]
+
+    def _options(self, backend: str):
+        """Backend options carrying --timeout (DeviceMesh passes them to every group)."""
+        options = (dist.ProcessGroupGloo._Options() if backend == "gloo"
+                   else dist.ProcessGroupNCCL.Options())
+        options._timeout = timedelta(seconds=self.timeout)
+        return options
 
     def groups_for(self, backend: str, device: str, mesh: tuple[tuple[str, int], ...],
                    dim: str) -> Groups:
@@ -150,7 +159,7 @@ class Session:
         with torch's DeviceMesh, one mesh per backend for the whole run."""
         if not dim:
             members = (tuple(range(self.world)),)
-            return Groups("", self.group_for(backend), members[0], 0, members)
+            return Groups("", self.group_for(backend), members[0], members)
         names = tuple(name for name, _ in mesh)
         shape = tuple(size for _, size in mesh)
         key = (backend, device, mesh)
@@ -158,8 +167,8 @@ class Session:
             self._meshes[key] = self._make_mesh(backend, device, names, shape)
         made = self._meshes[key]
         members = mesh_members(shape, names.index(dim))
-        index = next(i for i, ranks in enumerate(members) if self.rank in ranks)
-        return Groups(dim, made[dim], members[index], index, members)
+        mine = next(ranks for ranks in members if self.rank in ranks)
+        return Groups(dim, made[dim], mine, members)
 
     def _make_mesh(self, backend: str, device: str, names: tuple[str, ...],
                    shape: tuple[int, ...]) -> dict:
@@ -169,15 +178,16 @@ class Session:
         from torch.distributed.device_mesh import init_device_mesh
 
         try:
+            override = {name: (backend, self._options(backend)) for name in names}
             mesh = init_device_mesh("cuda" if device == "cuda" else "cpu", shape,
-                                    mesh_dim_names=names,
-                                    backend_override={name: backend for name in names})
+                                    mesh_dim_names=names, backend_override=override)
             return {name: mesh.get_group(name) for name in names}
         except TypeError:  # torch without backend_override
             groups = {}
             for axis, name in enumerate(names):
                 for ranks in mesh_members(shape, axis):  # every rank creates every group
-                    group = dist.new_group(list(ranks), backend=backend)
+                    group = dist.new_group(list(ranks), backend=backend,
+                                           timeout=timedelta(seconds=self.timeout))
                     if self.rank in ranks:
                         groups[name] = group
             return groups

@@ -80,7 +80,6 @@ class Sweep:
         self.sink = sink  # rank 0 only; None elsewhere
         self.injector = injector or Injector(session.rank, [])
         self.position = "rendezvous"
-        self.wrong_total = 0
         self._noted: set[str] = set()
 
     def planned_rows(self) -> int:
@@ -103,11 +102,10 @@ class Sweep:
         self.session.control.barrier()
         return time.perf_counter() - started
 
-    def run(self) -> int:
-        """Measure everything; returns the number of wrong elements over all rows."""
+    def run(self) -> None:
+        """Measure everything, in plan order."""
         for backend, dim, op, variant in plan(self.spec):
             self._measure_op(backend, dim, op, variant)
-        return self.wrong_total
 
     def _note(self, text: str) -> None:
         if self.sink is not None and text not in self._noted:
@@ -171,12 +169,13 @@ class Sweep:
                 op.prepare(ctx, bufs)
                 call = op.call(ctx, bufs)
                 measurement = measure(call, timer, session.control, budget, combine)
-                wrong = self._check(op, ctx, bufs, timer, call) if spec.check else 0
+                wrong_per_rank = (self._check(op, ctx, bufs, timer, call) if spec.check
+                                  else np.zeros(session.world))
+                wrong = int(wrong_per_rank.sum())
             except RankFailure:
                 raise
             except Exception as error:
                 raise diagnose(error, self.position, session.watch, spec.timeout) from None
-            self.wrong_total += wrong
             if self.sink is not None:
                 validation = op.validation(ctx, count) if spec.check else "off: --no-check"
                 messages = op.messages_per_iteration(ctx, bufs)
@@ -186,17 +185,18 @@ class Sweep:
                 self.sink.row(row.to_dict())
                 if spec.per_group and dim:
                     self._group_rows(op, ctx, where, count, measurement, messages, active,
-                                     validation, groups)
+                                     validation, groups, wrong_per_rank)
 
     def _group_rows(self, op, ctx, where, count, measurement, messages, active, validation,
-                    groups: Groups) -> None:
+                    groups: Groups, wrong_per_rank: np.ndarray) -> None:
         """--per-group: one row per group of the dimension, from the same measurement (the
-        groups ran at once); its #wrong is the run's, which counts every group."""
+        groups ran at once), with the wrong elements its own ranks found."""
         hosts = [h["host"] for h in self.session.hosts]
         for index, members in enumerate(groups.members):
             mine = np.zeros(self.session.world, dtype=bool)
             mine[list(members)] = True
-            row = build_row(op, ctx, where, count, measurement, messages, 0,
+            wrong = int(wrong_per_rank[mine].sum())
+            row = build_row(op, ctx, where, count, measurement, messages, wrong,
                             active=active & mine, validation=validation)
             row.group = index
             row.group_ranks = ",".join(map(str, members))
@@ -238,8 +238,9 @@ class Sweep:
                        "with CUDA events (its rows say timer cuda-event)")
         return CudaEventTimer(blocking=self.spec.blocking)
 
-    def _check(self, op: Collective, ctx: OpContext, bufs, timer, call) -> int:
-        """Outside the timed loop: fresh inputs, one call, every element compared.
+    def _check(self, op: Collective, ctx: OpContext, bufs, timer, call) -> np.ndarray:
+        """Outside the timed loop: fresh inputs, one call, every element compared; returns
+        each rank's count of wrong elements.
 
         Under --cuda-graph the call is a replay of a captured one-call graph of the same bound
         call, so what is checked is what was timed.
@@ -254,7 +255,7 @@ class Sweep:
             torch.cuda.synchronize()
         if self.injector.action("corrupt") and bufs.recv.numel():
             bufs.recv.view(-1)[0] += 1
-        return self.session.control.total(op.wrong(ctx, bufs))
+        return self.session.control.gather([op.wrong(ctx, bufs)])[:, 0]
 
 
 def fits_in(needed: int, free: int) -> bool:

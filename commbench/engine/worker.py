@@ -19,8 +19,8 @@ from commbench.engine.sweep import Sweep
 from commbench.results import now
 
 
-def run_rank(env, spec: MeasureSpec, sink=None) -> int:
-    """Measure ``spec`` as the rank ``env`` describes; returns the wrong elements found.
+def run_rank(env, spec: MeasureSpec, sink=None) -> None:
+    """Measure ``spec`` as the rank ``env`` describes (rank 0 hands the rows to ``sink``).
 
     A failure is reported to the store (where the local launcher reads it) and raised as a
     RankFailure, a RunFailed.
@@ -37,10 +37,9 @@ def run_rank(env, spec: MeasureSpec, sink=None) -> int:
         if sink is not None:
             sink.begin({**run_meta(spec, session), "groups_s": round(groups_s, 3)},
                        sweep.planned_rows())
-        wrong = sweep.run()
+        sweep.run()
         session.at("done")
         _record_memory(session, sink)
-        return wrong
     except RankFailure as failure:
         session.report(failure)
         raise

@@ -8,7 +8,8 @@ from __future__ import annotations
 import shutil
 import sys
 
-from commbench.output.tables import Column
+from commbench.output.tables import Column, headers_of
+from commbench.results.schema import is_combined
 from commbench.sizes import format_size
 
 # The sweep table. ``drop``: the order in which columns go when the terminal is narrow
@@ -111,6 +112,36 @@ def timing_note(record: dict) -> str:
             f"p99 over {tail}")
 
 
+def sweep_columns(per_group: bool, several: bool, first_backend: str) -> list[Column]:
+    """The sweep table's columns: a group column for --per-group tables, a backend column and
+    each row's time over the first backend's when backends share a table."""
+    columns = list(SWEEP)
+    if per_group:
+        columns.insert(1, GROUP)
+    if several:
+        columns.insert(3, BACKEND)
+        columns.append(ratio_column(first_backend))
+    return [*columns, NOTE]
+
+
+def sweep_row(record: dict, per_group: bool, several: bool, reference: float | None,
+              ) -> list[str]:
+    """A row's cells in ``sweep_columns`` order; ``reference``: the first backend's time at
+    the same size and group (for the ratio column)."""
+    cells = sweep_cells(record)
+    if per_group:
+        cells.insert(1, group_text(record))
+    if several:
+        cells.insert(3, str(record["backend"]))
+        cells.append(f"{record['lat_us_p50'] / reference:.2f}x" if reference else "-")
+    return [*cells, "unstable" if record.get("unstable") else ""]
+
+
+def reference_key(record: dict) -> tuple:
+    """What a row's time is compared with across backends: same table, size and group."""
+    return (group_key(record), record["size_bytes"], group_text(record))
+
+
 def table_groups(frame) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, headers, rows) per table, for Markdown: every column, none dropped.
 
@@ -127,51 +158,26 @@ def table_groups(frame) -> list[tuple[str, list[str], list[list[str]]]]:
             part = tables.pop(key)
             for inplace in (False, True):
                 tables[(*key, inplace)] = [r for r in part if bool(r.get("inplace")) == inplace]
+    first = {reference_key(r): r["lat_us_p50"] for r in records if r["backend"] == backends[0]}
     groups = []
-    for part in tables.values():
-        per_group = any(r.get("group") is not None and r.get("group") == r.get("group")
-                        for r in part)
-        columns = list(SWEEP)
-        if per_group:
-            columns.insert(1, GROUP)
-        if several:
-            columns.insert(3, BACKEND)
-            columns.append(ratio_column(backends[0]))
-        columns.append(NOTE)
-        base = {r["size_bytes"]: r["lat_us_p50"] for r in part
-                if r["backend"] == backends[0] and _is_combined(r)}
-        rows = []
-        for record in sorted(part, key=lambda r: (r["size_bytes"], _group_order(r))):
-            cells = sweep_cells(record)
-            if per_group:
-                cells.insert(1, group_text(record))
-            if several:
-                cells.insert(3, str(record["backend"]))
-                reference = base.get(record["size_bytes"])
-                cells.append(f"{record['lat_us_p50'] / reference:.2f}x" if reference else "-")
-            cells.append("unstable" if record.get("unstable") else "")
-            rows.append(cells)
-        headers = [f"{c.name} ({c.unit})" if c.unit else c.name for c in columns]
+    for key, part in tables.items():
+        per_group = not all(is_combined(r) for r in part)
+        columns = sweep_columns(per_group, several, backends[0])
+        rows = [sweep_row(r, per_group, several, first.get(reference_key(r)))
+                for r in sorted(part, key=lambda r: (r["size_bytes"], _group_order(r)))]
         title = group_title(part[0])
-        if len(key := group_key(part[0])) and any(k[:len(key)] == key and len(k) > len(key)
-                                                   for k in tables):
+        if len(key) > 4:  # split by in-place
             title += " (in place)" if part[0].get("inplace") else " (out of place)"
-        title = f"{title} [{timing_note(part[0])}]"
-        groups.append((title, headers, rows))
+        groups.append((f"{title} [{timing_note(part[0])}]", headers_of(columns), rows))
     return groups
 
 
-def _is_combined(record: dict) -> bool:
-    group = record.get("group")
-    return group is None or group != group
-
-
 def _group_order(record: dict) -> int:
-    return -1 if _is_combined(record) else int(record["group"])
+    return -1 if is_combined(record) else int(record["group"])
 
 
 def group_text(record: dict) -> str:
-    return "all" if _is_combined(record) else str(int(record["group"]))
+    return "all" if is_combined(record) else str(int(record["group"]))
 
 
 def unstable_notes(frame) -> list[str]:
@@ -179,7 +185,7 @@ def unstable_notes(frame) -> list[str]:
         return []
     flagged = frame[frame["unstable"].fillna("").astype(bool)]
     return [f"{group_title(row)} {row['backend']}"
-            f"{'' if _is_combined(row) else ' group ' + group_text(row)} "
+            f"{'' if is_combined(row) else ' group ' + group_text(row)} "
             f"{size_text(row['size_bytes'])}: {row['unstable']}"
             for row in flagged.to_dict("records")]
 

@@ -7,14 +7,14 @@ from commbench.output.markdown import summary_markdown
 from commbench.results import BANDWIDTH_PNG, LATENCY_PNG, SUMMARY, Run, rows_frame
 
 
-def write_run_files(run: Run) -> None:
-    """summary.md always; the plots when there are rows to draw."""
+def write_run_files(run: Run, slow: list[str] | None = None) -> None:
+    """summary.md always (naming ``slow`` groups); the plots when there are rows to draw."""
     summary = run.path / SUMMARY
     if not run.rows:
         status = run.meta.get("status", "?")
         summary.write_text(f"# {run.path.name}\n\nNo rows were measured ({status}).\n")
         return
     frame = rows_frame(run.rows)
-    summary.write_text(summary_markdown(frame, run.name, run.meta))
+    summary.write_text(summary_markdown(frame, run.name, run.meta, slow))
     plots.bandwidth(frame, run.path / BANDWIDTH_PNG, run.name)
     plots.latency(frame, run.path / LATENCY_PNG, run.name)

@@ -76,7 +76,7 @@ class JsonRows(_Quiet):
         print(json.dumps(shown), flush=True)
 
 
-class Live(_Quiet):
+class Live(Notes):
     """Rows printed as they are measured (the table grows, nccl-tests style), under a progress
     bar with an ETA on a terminal. Built in the command, started in rank 0 (not pickled live).
     """
@@ -134,16 +134,11 @@ class Live(_Quiet):
         from commbench.output import console as tables
         from commbench.output.tables import Layout
 
+        per_group = self._per_group and bool(record.get("dim"))
         key = (tables.group_key(record), record["backend"])
         if key != self._table:
             self._table = key
-            columns = list(tables.SWEEP)
-            if self._per_group and record.get("dim"):
-                columns.insert(1, tables.GROUP)
-            if self._several:
-                columns.insert(3, tables.BACKEND)
-                columns.append(tables.ratio_column(self._first_backend))
-            columns.append(tables.NOTE)
+            columns = tables.sweep_columns(per_group, self._several, self._first_backend)
             self._layout = Layout(columns, [], tables.terminal_width())
             backend = f" {record['backend']}" if not self._several else ""
             self._print("")
@@ -152,26 +147,12 @@ class Live(_Quiet):
                                 highlight=False)  # prose: wrapped to the terminal
             for line in self._layout.header():
                 self._print(line)
-        cells = tables.sweep_cells(record)
-        if self._per_group and record.get("dim"):
-            cells.insert(1, tables.group_text(record))
-        if self._several:
-            cells.insert(3, str(record["backend"]))
-            where = (tables.group_key(record), record["size_bytes"], record.get("group"))
-            if record["backend"] == self._first_backend:
-                self._first_times[where] = record["lat_us_p50"]
-            reference = self._first_times.get(where)
-            cells.append(f"{record['lat_us_p50'] / reference:.2f}x" if reference else "-")
-        cells.append("unstable" if record.get("unstable") else "")
+        where = tables.reference_key(record)
+        if record["backend"] == self._first_backend:
+            self._first_times[where] = record["lat_us_p50"]
+        cells = tables.sweep_row(record, per_group, self._several, self._first_times.get(where))
         for line in self._layout.row(cells):
             self._print(line)
-        if self._bar is not None:
-            self._bar.advance(self._task)
-
-    def note(self, text: str) -> None:
-        if self._console is not None:
-            self._console.print(f"warning: {text}", markup=False, highlight=False,
-                                soft_wrap=True, style="yellow")
 
     def close(self) -> None:
         if self._bar is not None:

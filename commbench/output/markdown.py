@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from commbench.analysis.groups import slow_groups
 from commbench.output.console import table_groups, unstable_notes
 from commbench.stats import UNSTABLE_ADVICE
-
-
-def headers_of(columns) -> list[str]:
-    """Column names with their units, for tables that show every column."""
-    return [f"{c.name} ({c.unit})" if c.unit else c.name for c in columns]
 
 
 def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -18,8 +12,9 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def summary_markdown(frame, title: str, meta: dict) -> str:
-    """summary.md: the environment in one line, a table per op, and warnings."""
+def summary_markdown(frame, title: str, meta: dict, slow: list[str] | None = None) -> str:
+    """summary.md: the environment in one line, a table per op, the slow groups a command
+    found (``slow``), and warnings."""
     versions = meta.get("versions", {})
     parts = [f"# {title}", ""]
     parts.append(
@@ -32,7 +27,6 @@ def summary_markdown(frame, title: str, meta: dict) -> str:
         parts += ["", f"> error: {meta['error']}"]
     for group_title, headers, rows in table_groups(frame):
         parts += ["", f"## {group_title}", "", markdown_table(headers, rows)]
-    slow = slow_groups(frame.to_dict("records"))
     if slow:
         parts += ["", "**Slow groups**:", ""] + [f"- {line}" for line in slow]
     notes = unstable_notes(frame)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from commbench.results.schema import is_combined
 from commbench.sizes import format_size
 
 RUN_STYLES = ("-", "--", ":", "-.")
@@ -73,8 +74,7 @@ def _time_axis(axis) -> None:
 
 def _series(frame) -> dict[tuple[str, str], list[dict]]:
     """(run, series label) -> rows sorted by size; per-group rows and size 0 left out."""
-    records = [r for r in frame.to_dict("records") if r["size_bytes"]
-               and (r.get("group") is None or r.get("group") != r.get("group"))]
+    records = [r for r in frame.to_dict("records") if r["size_bytes"] and is_combined(r)]
     with_dtype = len({r.get("dtype") for r in records}) > 1
     found: dict[tuple[str, str], list[dict]] = {}
     for record in records:

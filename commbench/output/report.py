@@ -12,11 +12,11 @@ import base64
 import html
 from pathlib import Path
 
-from commbench.analysis.compare import lookup
 from commbench.output import plots
 from commbench.output.console import table_groups
-from commbench.output.markdown import headers_of, markdown_table
-from commbench.results import Run, rows_frame
+from commbench.output.markdown import markdown_table
+from commbench.output.tables import headers_of
+from commbench.results import Run, meta_value, rows_frame
 
 ENVIRONMENT = (
     ("status", ("status",)),
@@ -41,7 +41,7 @@ VERDICT_CSS = {"slower": "#f8d0d0", "faster": "#d4f0d4", "noisy": "#fbeccb"}
 
 
 def _value(meta: dict, keys: tuple[str, ...]) -> str:
-    value = lookup(meta, keys)
+    value = meta_value(meta, keys)
     if value is None:
         return "-"
     if isinstance(value, list):

@@ -8,7 +8,7 @@ printed as they are measured) fix their widths up front from ``Column.width``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 GAP = "  "
 
@@ -106,6 +106,6 @@ def render(columns: list[Column], rows: list[list[str]], width: int | None) -> l
     return lines
 
 
-def widened(column: Column, cells: list[str]) -> Column:
-    """The column, at least as wide as its widest cell (for live tables built up front)."""
-    return replace(column, width=_cell_width(column, cells))
+def headers_of(columns: list[Column]) -> list[str]:
+    """Column names with their units, for tables that show every column (Markdown, HTML)."""
+    return [f"{c.name} ({c.unit})" if c.unit else c.name for c in columns]

@@ -112,6 +112,11 @@ class RunWriter:
         self.base = base or {}
         self._rows = None
 
+    def start(self) -> None:
+        """run.json before any rank exists: a run that fails to start still says what it was."""
+        _write_json(self.path / RUN_JSON, {"format_version": FORMAT_VERSION, **self.base,
+                                           "status": "starting", "start_time": now()})
+
     def begin(self, meta: dict, planned: int) -> None:
         _write_json(self.path / RUN_JSON, {"format_version": FORMAT_VERSION, **self.base,
                                            **meta, "planned_rows": planned})
@@ -222,6 +227,20 @@ def _check_version(meta: dict, folder: Path) -> None:
             f"{folder} was written in results format {found}, newer than this commbench reads "
             f"({FORMAT_VERSION}): upgrade commbench"
         )
+
+
+def meta_value(meta: dict, keys: tuple[str, ...]):
+    """A nested run.json value, or None."""
+    if keys == ("gpus",):  # the GPU models of every rank
+        names = sorted({r.get("gpu") for r in meta.get("ranks") or [] if isinstance(r, dict)
+                        and r.get("gpu")})
+        return names or None
+    value = meta
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
 
 
 def rows_frame(rows: list[dict]):

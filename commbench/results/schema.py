@@ -135,3 +135,10 @@ def with_defaults(record: dict) -> dict:
     if not filled.get("group_size"):
         filled["group_size"] = filled.get("world_size", 0)
     return filled
+
+
+def is_combined(row: dict) -> bool:
+    """A row over every group (or the whole world), not a --per-group row. After a round trip
+    through pandas a missing group reads NaN, not None."""
+    group = row.get("group")
+    return group is None or group != group

@@ -48,18 +48,33 @@ def test_gloo_with_cuda_tensors_on_two_ranks(run_cli):
     assert done.returncode == 0, done.stderr[-3000:]
     rows = read_rows(run_dir)
     assert len(rows) == 4 and all(r["wrong"] == 0 and r["device"] == "cuda" for r in rows)
+    assert {r["validation"] for r in rows} == {"full"}
+    done, run_dir = run_cli("allreduce", "--backend", "gloo", "--device", "cuda", "--nproc",
+                            "2", "--sizes", "1M", "--iters", "5", "--op", "max", "--name",
+                            "shifted", timeout=300, env={"COMMBENCH_FAULT": "shift"})
+    assert done.returncode == 1 and read_rows(run_dir)[0]["wrong"] > 0
 
 
-def test_cuda_graph_mode(run_cli):
-    done, run_dir = run_cli("allreduce", "--backend", "nccl", "--nproc", "1", "--cuda-graph",
+def test_cuda_graph_mode_validates_the_replay(run_cli):
+    done, run_dir = run_cli("allgather", "--backend", "nccl", "--nproc", "1", "--cuda-graph",
                             "--sizes", "8,1M,64M", "--iters", "40", timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert [r["wrong"] for r in read_rows(run_dir)] == [0, 0, 0]
+    rows = read_rows(run_dir)
+    assert [r["wrong"] for r in rows] == [0, 0, 0]
+    assert {r["timer"] for r in rows} == {"cuda-graph"}
+    # A graph that replays nothing leaves the zeroed output: caught.
+    done, run_dir = run_cli("allgather", "--backend", "nccl", "--nproc", "1", "--cuda-graph",
+                            "--sizes", "1M", "--iters", "10", "--name", "empty", timeout=300,
+                            env={"COMMBENCH_FAULT": "noop"})
+    assert done.returncode == 1 and read_rows(run_dir)[0]["wrong"] > 0
 
 
 def test_cuda_events_agree_with_the_host_clock_at_64m(run_cli):
+    """allgather out of place copies its input on one rank: real data moves (an in-place
+    allreduce over one rank may move nothing)."""
+
     def median(*extra):
-        done, run_dir = run_cli("allreduce", "--backend", "nccl", "--nproc", "1", "--sizes",
+        done, run_dir = run_cli("allgather", "--backend", "nccl", "--nproc", "1", "--sizes",
                                 "64M", "--min-time", "1", "--no-check", *extra, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
         return read_rows(run_dir)[0]["lat_us_p50"]

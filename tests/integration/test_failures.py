@@ -90,6 +90,18 @@ def test_a_stopped_rank_ends_the_run_after_the_timeout(tmp_path):
     assert_no_survivors([proc.pid, *pids])
 
 
+def test_a_stopped_rank_in_a_mesh_group_ends_the_run_after_the_timeout(tmp_path):
+    """Mesh groups take --timeout too (torch's own default for gloo groups is 30 minutes)."""
+    proc, run_dir = start(tmp_path, "--timeout", "3", "--mesh", "dp=1,tp=2", "--dim", "tp")
+    pids = wait_for_rows(run_dir)
+    os.kill(pids[1], signal.SIGSTOP)
+    err, elapsed = finish(proc, 40)
+    assert proc.returncode == 3, err
+    assert 3 <= elapsed < 3 + 8
+    assert "timeout after 3s in allreduce at" in err and "rank 1 stopped responding" in err
+    assert_no_survivors([proc.pid, *pids])
+
+
 def test_a_rank_raising_names_itself_and_the_size(tmp_path):
     proc, run_dir = start(tmp_path, env={"COMMBENCH_FAULT": "raise:1:allreduce:64"})
     err, elapsed = finish(proc, 60)

@@ -190,9 +190,9 @@ def test_two_ranks_on_one_gpu_are_named():
 def test_one_gpu_per_task_passes_the_preflight_under_a_launcher(monkeypatch):
     import torch
 
-    from commbench.commands.measure import check_backends
     from commbench.config import MeasureSpec
     from commbench.errors import UsageError
+    from commbench.launch.backends import check_backends
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)

@@ -83,6 +83,18 @@ def test_a_change_beyond_the_threshold_without_significance_is_noisy_not_same(ca
         assert r["ci_lo_new"] <= r["new"] <= r["ci_hi_new"]
 
 
+def test_an_unstable_side_cannot_fail_the_gate(tmp_path, capsys):
+    """Intervals that do not overlap, 1.5x slower, but the new run's blocks had a heavy tail:
+    noisy, not slower."""
+    new = derived(tmp_path, "flaky", base="slower",
+                  change_row=lambda r: {"unstable": "p99 of blocks is 4.0x the median"})
+    code, out, _ = run(["compare", fx("base"), new, "--fail-on-regression", "--json"], capsys)
+    assert code == 0
+    *rows, summary = [json.loads(line) for line in out.splitlines()]
+    assert {r["verdict"] for r in rows} == {"noisy"} and summary["summary"]["slower"] == 0
+    assert all(r["ci_hi_base"] < r["ci_lo_new"] for r in rows)  # disjoint all the same
+
+
 def test_bandwidth_metric_and_size_gate(capsys):
     code, out, _ = run(["compare", fx("base"), fx("slower"), "--metric", "busbw_gbps",
                         "--sizes", "64K-1M", "--json"], capsys)
@@ -93,10 +105,18 @@ def test_bandwidth_metric_and_size_gate(capsys):
 
 
 def test_backends_compared_within_one_run():
-    frame = compare_runs([load_run(fx("two-backends"))], "lat_us_p50", 0.05, None).frame
-    assert set(frame["verdict"]) == {"faster"}
+    """gloo's rows are on the CPU, NCCL's on the GPU, and one NCCL size is missing."""
+    result = compare_runs([load_run(fx("two-backends"))], "lat_us_p50", 0.05, None)
+    frame = result.frame
+    assert len(frame) == 7 and set(frame["verdict"]) == {"faster"}
     assert frame["ratio"].between(0.3, 0.37).all()
     assert set(frame["backend"]) == {"nccl vs gloo"}
+    assert result.missing == ["new lacks 1 of 4 sizes of allgather: 1M"]
+
+
+def test_backends_within_one_run_on_the_command_line(capsys):
+    code, out, err = run(["compare", fx("two-backends")], capsys)
+    assert code == 0 and "7 faster" in out and "lacks 1 of 4 sizes of allgather" in err
 
 
 def test_thresholds_and_ranges():

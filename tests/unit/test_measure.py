@@ -45,9 +45,14 @@ def noop():
     return None
 
 
+def measure(call, timer, control, budget):
+    """The loop with one rank's blocks as the samples (any --rank-time mode, for one rank)."""
+    return m.measure(call, timer, control, budget, combine=lambda per_rank: per_rank[0])
+
+
 def test_fixed_iterations_are_exact_and_split_into_blocks():
     timer = ScriptedTimer(1e-3)
-    result = m.measure(noop, timer, OneRank(), m.Budget(min_time=1.0, iters=47, warmup=3))
+    result = measure(noop, timer, OneRank(), m.Budget(min_time=1.0, iters=47, warmup=3))
     assert result.iters == 47 and int(result.counts.sum()) == 47
     assert result.per_rank.shape == (1, m.FIXED_SAMPLES)
     assert sum(timer.blocks) == 1 + 3 + 47  # timed first call + warm-up + measured
@@ -55,13 +60,13 @@ def test_fixed_iterations_are_exact_and_split_into_blocks():
 
 
 def test_few_fixed_iterations_make_one_sample_each():
-    result = m.measure(noop, ScriptedTimer(1e-3), OneRank(), m.Budget(1.0, iters=3, warmup=0))
+    result = measure(noop, ScriptedTimer(1e-3), OneRank(), m.Budget(1.0, iters=3, warmup=0))
     assert result.iters == 3 and result.per_rank.shape == (1, 3)
 
 
 def test_steady_timings_stop_early_on_precision():
     timer = ScriptedTimer(1e-4)
-    result = m.measure(noop, timer, OneRank(), m.Budget(min_time=1.0))
+    result = measure(noop, timer, OneRank(), m.Budget(min_time=1.0))
     timed = float((result.per_rank[0] * result.counts).sum())
     assert result.per_rank.shape[1] == m.MIN_SAMPLES
     assert m.EARLY_FRACTION <= timed < 1.0  # stopped well before the budget
@@ -70,7 +75,7 @@ def test_steady_timings_stop_early_on_precision():
 def test_noisy_timings_run_to_the_budget_then_stop():
     noise = (1.0, 3.0, 0.5, 2.0, 1.5, 0.7, 2.5)
     timer = ScriptedTimer(1e-4, noise)
-    result = m.measure(noop, timer, OneRank(), m.Budget(min_time=0.2))
+    result = measure(noop, timer, OneRank(), m.Budget(min_time=0.2))
     timed = float((result.per_rank[0] * result.counts).sum())
     assert 0.2 <= timed <= 0.2 * 1.5  # at most one round past the budget
 
@@ -81,15 +86,15 @@ def test_drifting_timings_do_not_stop_on_a_narrow_looking_interval():
     but neighbours are correlated: the effective size is small, and the loop keeps going."""
     drift = tuple(1 + 0.01 * i for i in range(400))
     timer = ScriptedTimer(1e-4, drift)
-    result = m.measure(noop, timer, OneRank(), m.Budget(min_time=1.0, warmup=0))
+    result = measure(noop, timer, OneRank(), m.Budget(min_time=1.0, warmup=0))
     assert result.per_rank.shape[1] > m.MIN_SAMPLES
-    steady = m.measure(noop, ScriptedTimer(1e-4), OneRank(), m.Budget(min_time=1.0, warmup=0))
+    steady = measure(noop, ScriptedTimer(1e-4), OneRank(), m.Budget(min_time=1.0, warmup=0))
     assert steady.per_rank.shape[1] == m.MIN_SAMPLES
 
 
 def test_blocks_are_sized_from_the_calibration():
     timer = ScriptedTimer(1e-4)
-    m.measure(noop, timer, OneRank(), m.Budget(min_time=1.0, warmup=2))
+    measure(noop, timer, OneRank(), m.Budget(min_time=1.0, warmup=2))
     per_block = round(1.0 / m.TARGET_SAMPLES / 1e-4)
     assert timer.blocks[2:] == [per_block] * (len(timer.blocks) - 2)
 
@@ -105,7 +110,7 @@ def test_rank_means_are_loop_totals_not_means_of_block_means():
 def test_single_calls_are_kept_when_the_timer_times_them():
     noise = (1.0, 1.0, 1.0, 9.0)  # every fourth call is slow: a tail block means hide
     timer = ScriptedTimer(1e-4, noise, single_calls=True)
-    result = m.measure(noop, timer, OneRank(), m.Budget(min_time=1.0, iters=400, warmup=0))
+    result = measure(noop, timer, OneRank(), m.Budget(min_time=1.0, iters=400, warmup=0))
     assert result.calls.shape == (1, 400)
     assert np.isclose(result.calls.max(), 9e-4) and np.isclose(np.median(result.calls), 1e-4)
     assert np.isclose(result.per_rank.max(), 3e-4)  # the blocks' worst is only 3x
@@ -114,5 +119,5 @@ def test_single_calls_are_kept_when_the_timer_times_them():
 def test_single_calls_beyond_the_cap_are_subsampled_evenly(monkeypatch):
     monkeypatch.setattr(m, "MAX_CALLS", 100)
     timer = ScriptedTimer(1e-6, single_calls=True)
-    result = m.measure(noop, timer, OneRank(), m.Budget(min_time=1.0, iters=1000, warmup=0))
+    result = measure(noop, timer, OneRank(), m.Budget(min_time=1.0, iters=1000, warmup=0))
     assert result.calls.shape == (1, 100) and result.iters == 1000

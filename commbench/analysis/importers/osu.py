@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from commbench import collectives
 from commbench.analysis.importers.common import (
     Imported,
     Measured,
@@ -74,8 +75,11 @@ OP_NAMES = {
 }
 # OSU prints the per-rank chunk for these; commbench's size is the whole buffer (x ranks).
 PER_PEER_SIZE = frozenset({"allgather", "alltoall", "gather", "scatter"})
-REDUCING = frozenset({"allreduce", "reduce", "reduce_scatter"})
-ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
+
+
+def _pairwise(op: str) -> bool:
+    """An op of pairs of ranks (commbench's p2p), as its descriptor declares."""
+    return "pattern" in collectives.get(op).extra_options
 MPI_DTYPES = {
     "MPI_CHAR": "int8", "MPI_SIGNED_CHAR": "int8", "MPI_UNSIGNED_CHAR": "uint8",
     "MPI_BYTE": "uint8", "MPI_INT": "int32", "MPI_UNSIGNED": "uint32", "MPI_LONG": "int64",
@@ -149,8 +153,8 @@ def parse(text: str, source: str, op: str | None = None,
                                  "and rows under it)")
     # --world-size is for the collectives; in a log that also has them, the p2p tables (always
     # 2 ranks) do not contradict it.
-    collectives_too = any(t.rows and (t.bench.op or wanted or ("", ""))[0] not in ("", "p2p")
-                          for t in tables)
+    named = [(t.bench.op or wanted or ("", ""))[0] for t in tables if t.rows]
+    collectives_too = any(op and not _pairwise(op) for op in named)
     measured, notes, benches = [], [], []
     for table in tables:
         if not table.rows:
@@ -278,10 +282,11 @@ def _measure(table: _Table, source: str, wanted: tuple[str, str] | None,
     bench = table.bench
     kinds = {name for name, _ in table.columns}
     op, pattern = _table_op(table, kinds, source, wanted)
-    given = None if op == "p2p" and collectives_too else world_size
+    descriptor = collectives.get(op)
+    given = None if _pairwise(op) and collectives_too else world_size
     world = _world(op, source, table, given)
     dtype = _dtype(table, op, source)
-    if "size" not in kinds and op != "barrier":
+    if "size" not in kinds and descriptor.sized:
         raise fail(source, table.line, "the table has no Size column")
     multiplier = world if op in PER_PEER_SIZE else 1
     device = _device(bench)
@@ -289,7 +294,7 @@ def _measure(table: _Table, source: str, wanted: tuple[str, str] | None,
     for number, words in table.rows:
         values = _values(table.columns, words, number, source)
         size = values.get("size", 0) * multiplier
-        if op != "barrier" and size <= 0:
+        if descriptor.sized and size <= 0:
             skipped += 1
             continue
         timing = _timing(op, pattern, size, values, number, source)
@@ -306,7 +311,7 @@ def _measure(table: _Table, source: str, wanted: tuple[str, str] | None,
                 "world_size": world,
                 "nnodes": 0,  # OSU does not say
                 "dtype": dtype,
-                "reduce_op": "sum" if op in REDUCING else "",
+                "reduce_op": "sum" if descriptor.reduces else "",
                 "inplace": False,
                 "size_bytes": size,
                 "iters": values.get("iterations", 0),
@@ -314,14 +319,14 @@ def _measure(table: _Table, source: str, wanted: tuple[str, str] | None,
                 "slowest_rank": -1,
                 "skew_pct": skew_pct(values.get("min"), values.get("max")),
                 # osu_latency and osu_bw time on rank 0; the collectives average the ranks.
-                "rank_time": "rank0" if op == "p2p" else "avg",
+                "rank_time": "rank0" if _pairwise(op) else "avg",
                 "validation": CHECKED if checked else UNCHECKED,
                 "group_size": world,
                 "groups": 1,
                 "span": "",
                 "source": SOURCE,
-                "root": 0 if op in ROOTED else None,
-                "peers": "0:1" if op == "p2p" else "",
+                "root": 0 if descriptor.rooted else None,
+                "peers": "0:1" if _pairwise(op) else "",
                 "timer": "host",
             },
             timing=timing,
@@ -355,7 +360,7 @@ def _table_op(table: _Table, kinds: set[str], source: str, wanted):
     else:
         raise fail(source, table.line, "no '# OSU ... Test' line names the benchmark: pass --op")
     op, pattern = found
-    fits = {"avg": op != "p2p", "latency": pattern == "pingpong",
+    fits = {"avg": not _pairwise(op), "latency": pattern == "pingpong",
             "bandwidth": pattern in ("unidir", "bidir")}
     primary = next(k for k in ("avg", "latency", "bandwidth") if k in kinds)
     if not fits[primary]:
@@ -370,7 +375,7 @@ def _label(op: tuple[str, str]) -> str:
 
 def _world(op: str, source: str, table: _Table, world_size: int | None) -> int:
     launched = table.launched
-    if op == "p2p":
+    if _pairwise(op):
         for ranks, where in ((world_size, "--world-size"),
                              (launched[0] if launched else None, "the launch line")):
             if ranks is not None and ranks != 2:
@@ -391,7 +396,7 @@ def _dtype(table: _Table, op: str, source: str) -> str:
     if table.dtype is None:
         # Before the '# Datatype:' line (OSU 7), the reductions ran on MPI_FLOAT, the rest on
         # MPI_CHAR buffers.
-        return "float32" if op in REDUCING else "int8"
+        return "float32" if collectives.get(op).reduces else "int8"
     dtype = MPI_DTYPES.get(table.dtype.upper())
     if dtype is None:
         raise fail(source, table.dtype_line, f"unknown OSU datatype {table.dtype!r}")

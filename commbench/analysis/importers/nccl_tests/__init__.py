@@ -44,8 +44,6 @@ PROGRAMS = {
 # --op may also name the commbench op.
 OP_NAMES = {**PROGRAMS, "bcast": ("broadcast", ""), "p2p": ("p2p", "ring")}
 # The ops whose largest buffer is cut into one chunk per rank: size = count x itemsize x ranks.
-SPLIT_OPS = frozenset({"allgather", "reduce_scatter", "alltoall", "gather", "scatter"})
-ROOTED_OPS = frozenset({"broadcast", "reduce", "gather", "scatter"})
 UNCHECKED = "off: N/A in nccl-tests"
 
 
@@ -123,7 +121,8 @@ def _measure(section: Section, source: str, wanted: tuple[str, str] | None,
     hosts = sorted({rank["host"] for rank in section.ranks}) if section.ranks_complete else []
     nnodes = len(hosts)
     span = "" if not nnodes else ("intra-node" if nnodes == 1 else "inter-node")
-    reduces = collectives.get(op).reduces
+    descriptor = collectives.get(op)
+    reduces = descriptor.reduces
     measured = []
     skipped = 0
     for result in section.results:
@@ -159,7 +158,7 @@ def _measure(section: Section, source: str, wanted: tuple[str, str] | None,
                     "groups": groups,
                     "span": span,
                     "source": SOURCE,
-                    "root": result.root if op in ROOTED_OPS and result.root >= 0 else None,
+                    "root": result.root if descriptor.rooted and result.root >= 0 else None,
                     "peers": "",
                     "timer": "cuda-graph" if section.graph else section.timer,
                 },
@@ -244,7 +243,7 @@ def _world(section: Section, op: str, world_size: int | None, itemsize_of: dict,
         return world, group_size, groups
     if world_size is not None:
         return world_size, world_size, 1
-    if op in SPLIT_OPS:
+    if collectives.get(op).splits:
         for result in section.results:
             chunk = result.count * itemsize_of[result.type_name]
             if chunk > 0 and result.size % chunk == 0:
@@ -257,9 +256,10 @@ def _world(section: Section, op: str, world_size: int | None, itemsize_of: dict,
 def _check_count(result: Result, op: str, itemsize: int, group_size: int, source: str) -> None:
     """size = count x itemsize (x ranks for the ops that split): a wrong --op or --world-size
     shows here, before it makes every busbw wrong."""
-    ranks = group_size if op in SPLIT_OPS else 1
+    ranks = group_size if collectives.get(op).splits else 1
     if result.size != result.count * itemsize * ranks:
-        why = f"{ranks} ranks" if op in SPLIT_OPS else "an op that does not split its buffer"
+        why = (f"{ranks} ranks" if collectives.get(op).splits
+               else "an op that does not split its buffer")
         times = f" x {ranks}" if ranks > 1 else ""
         raise _fail_at(result, source, f"size {result.size} is not count {result.count} x "
                                        f"{itemsize} B{times} ({why}): is --op or --world-size "
