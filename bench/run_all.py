@@ -33,11 +33,13 @@ MIB = 1 << 20
 SIZES = {"8": 8, "64K": 64 << 10, "16M": 16 << 20}
 
 
-def commbench(args: list[str], scratch: Path, name: str) -> tuple[list[dict], dict, float]:
+def commbench(args: list[str], scratch: Path, name: str, env: dict | None = None,
+              ) -> tuple[list[dict], dict, float]:
     """Run the CLI; returns (rows, run.json, wall seconds)."""
     started = time.perf_counter()
     done = subprocess.run([PYTHON, "-m", "commbench", *args, "--out", str(scratch), "--name",
-                           name, "--quiet"], capture_output=True, text=True)
+                           name, "--quiet"], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
     wall = time.perf_counter() - started
     if done.returncode not in (0, 1):
         raise RuntimeError(f"commbench {' '.join(args)} failed: {done.stderr[-2000:]}")
@@ -292,7 +294,28 @@ def false_slower(scratch: Path, pairs: int, budget: float) -> list[dict]:
             "target": "<= 5%" if default else "-",
             "met": rate <= 0.05 if default else None,
         })
+    figures.append(caught_slowdowns(scratch, names[: max(1, pairs // 3)], budget))
     return figures
+
+
+def caught_slowdowns(scratch: Path, pairs: list[list[str]], budget: float) -> dict:
+    """The other side of the gate: each baseline against a run made slower on purpose (1 ms
+    of sleep before every call, a few times an 8 B allreduce here). How many rows say so?"""
+    slower = noisy = rows = 0
+    for base, _ in pairs:
+        commbench(["allreduce", "--sizes", "8-1M", "--min-time", str(budget)], scratch,
+                  f"{base}-slow", env={"COMMBENCH_FAULT": "delay=0.001"})
+        done = subprocess.run([PYTHON, "-m", "commbench", "compare", str(scratch / base),
+                               str(scratch / f"{base}-slow"), "--json"],
+                              capture_output=True, text=True)
+        summary = json.loads(done.stdout.splitlines()[-1])["summary"]
+        rows += sum(summary[v] for v in ("slower", "faster", "noisy", "same"))
+        slower += summary["slower"]
+        noisy += summary["noisy"]
+    return {"figure": "a real slowdown called slower (1 ms added per call)",
+            "value": f"{slower / rows:.1%}",
+            "detail": f"{slower} of {rows} rows slower, {noisy} noisy, over {len(pairs)} pairs",
+            "target": "-", "met": None}
 
 
 # ---- 7. mesh ----------------------------------------------------------------------------------

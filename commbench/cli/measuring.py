@@ -1,13 +1,7 @@
-"""The command line: parse -> typed specs -> a command -> exit code.
-
-The only module that imports typer. torch, pandas and matplotlib are imported inside the
-commands, so ``commbench --help`` and shell completion stay fast. Every default shown here is
-read from the specs in config.py, where it is stated once.
-"""
-
+"""The measuring commands' options (nccl-tests' and OSU's short flags where they mean the
+same), which of them each op takes (its descriptor says), and the typed specs they become."""
 
 import inspect
-import os
 import sys
 from typing import Optional
 
@@ -33,7 +27,6 @@ from commbench.config import (
     parse_split,
     sweep_sizes,
 )
-from commbench.errors import EXIT_OK, EXIT_USAGE, CommbenchError
 
 METRICS_HELP = (
     "Time = median over samples of the per-rank times per call combined as --rank-time says "
@@ -42,32 +35,6 @@ METRICS_HELP = (
     + collectives.busbw_factors_text()
     + ". GB/s = 1e9 bytes/s."
 )
-
-app = typer.Typer(
-    name="commbench",
-    help="Measure collective communication through torch.distributed (NCCL on GPUs, gloo on "
-    "CPUs): latency and bandwidth tables and plots in results/. " + METRICS_HELP,
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        from commbench import __version__
-
-        print(f"commbench {__version__}")
-        raise typer.Exit(EXIT_OK)
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
-    ),
-) -> None:
-    """Measure collective communication through torch.distributed."""
 
 
 def _measuring_options(
@@ -262,180 +229,14 @@ def measure_specs(ops: tuple[str, ...], options: dict) -> tuple[MeasureSpec, Out
     return MeasureSpec(**measure), OutputSpec(**output)
 
 
-for _op in collectives.REGISTRY.values():
-    app.command(_op.name)(
-        _command_for(_op, f"{_op.summary} busbw factor: {_op.factor_text}.")
-    )
-app.command("run")(
-    _command_for(
-        None, "Run several ops (--ops allreduce,allgather or --ops all) in one launch, one folder."
-    )
-)
-
-
-@app.command("doctor")
-def doctor(
-    nproc: Optional[int] = typer.Option(  # noqa: UP045
-        None, "--nproc", help="Local ranks to start (default 2; not under a launcher)."
-    ),
-    timeout: float = typer.Option(30.0, "--timeout", "-T",
-                                  help="Seconds to wait for every rank."),
-    backend: str = typer.Option("auto", "--backend",
-                                help="Backend(s) to try; auto: nccl with GPUs, else gloo."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
-) -> None:
-    """Preflight: versions, devices, launcher, then a rendezvous, barrier and tiny allreduce
-    across all ranks, naming any rank that does not arrive."""
-    from commbench.commands.doctor import run_doctor
-
-    backends = parse_list(backend, (*BACKENDS, "auto"), "backend")
-    raise typer.Exit(run_doctor(nproc, timeout, backends, json_out))
-
-
-@app.command("compare")
-def compare(
-    runs: list[str] = typer.Argument(..., help="Result folders (or the JSONL file of one): "
-                                     "BASE NEW [NEW ...]; one run compares its backends."),
-    threshold: str = typer.Option("5%", "--threshold", "-t", help="Smallest change that "
-                                  "counts (5% or 0.05)."),
-    metric: str = typer.Option("lat_us_p50", "--metric", help="lat_us_p50 or busbw_gbps."),
-    sizes: Optional[str] = typer.Option(  # noqa: UP045
-        None, "--sizes", "-s", help="Only these sizes or ranges, e.g. 1M-1G."
-    ),
-    fail_on_regression: bool = typer.Option(
-        False, "--fail-on-regression", help="Exit 1 when any row is slower, or a run is "
-        "partial or failed."
-    ),
-    allow_partial: bool = typer.Option(
-        False, "--allow-partial", help="With --fail-on-regression: accept a partial run."
-    ),
-    markdown: Optional[str] = typer.Option(  # noqa: UP045
-        None, "--markdown", help="Append the table as Markdown (e.g. $GITHUB_STEP_SUMMARY)."
-    ),
-    json_rows: bool = typer.Option(False, "--json", help="JSON rows on stdout, no table."),
-    out: Optional[str] = typer.Option(  # noqa: UP045
-        None, "--out", help="Folder for the overlay and ratio plots (default: none)."
-    ),
-) -> None:
-    """Compare runs: baseline, new, ratio and a verdict per (op, backend, size). A row is slower
-    only beyond --threshold AND when the 95% intervals of the medians do not overlap; beyond the
-    threshold with overlapping intervals it is noisy. Rows that measured different things
-    (reduce op, in-place, root, rank-time, mesh dim ...) are kept apart and named."""
-    from commbench.commands.compare import run_compare
-
-    raise typer.Exit(run_compare(runs, threshold, metric, sizes, fail_on_regression, markdown,
-                                 json_rows, out, allow_partial))
-
-
-@app.command("report")
-def report(
-    runs: list[str] = typer.Argument(..., help="Result folders to report on."),
-    out: str = typer.Option("results/report", "--out", help="Folder for the report."),
-) -> None:
-    """Write report.md and a self-contained report.html (plots embedded) over the runs."""
-    from commbench.commands.report import run_report
-
-    raise typer.Exit(run_report(runs, out))
-
-
-@app.command("model")
-def model(
-    runs: list[str] = typer.Argument(..., help="Result folders to fit."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON object per run on stdout."),
-) -> None:
-    """Fit t(n) = alpha + n/beta per op, backend, mesh dim, group size and dtype (piecewise, up
-    to 3 segments chosen from the data): model.csv and model.json beside each run, the fitted
-    lines dashed on its latency plot."""
-    from commbench.commands.model import run_model
-
-    raise typer.Exit(run_model(runs, json_out))
-
-
-@app.command("estimate")
-def estimate(
-    run: str = typer.Argument(..., help="The result folder whose curves to use."),
-    params: str = typer.Option(..., "--params", help="Model parameters: 7B, 350M, 7e9 ..."),
-    dtype: str = typer.Option("bf16", "--dtype", help="Gradient / activation dtype."),
-    dp: int = typer.Option(1, "--dp", help="Data-parallel ranks."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks."),
-    pp: int = typer.Option(1, "--pp", help="Pipeline stages."),
-    zero: str = typer.Option("0", "--zero", help="0 (DDP), 1, 2, 3 or fsdp."),
-    bucket: str = typer.Option("25M", "--bucket", help="Gradient bucket size (DDP: 25M)."),
-    first_bucket: str = typer.Option("1M", "--first-bucket", help="DDP's first bucket."),
-    layers: Optional[int] = typer.Option(None, "--layers", help="Transformer layers."),  # noqa: UP045
-    hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size."),  # noqa: UP045
-    seq: Optional[int] = typer.Option(None, "--seq", help="Sequence length."),  # noqa: UP045
-    micro_batch: int = typer.Option(1, "--micro-batch", help="Micro-batch size."),
-    micro_batches: int = typer.Option(1, "--micro-batches", help="Micro-batches per step."),
-    sequence_parallel: bool = typer.Option(False, "--sequence-parallel",
-                                           help="Megatron sequence parallelism."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
-) -> None:
-    """Communication time per training step (DDP buckets, ZeRO/FSDP, Megatron TP, pipeline
-    p2p) from a run's measured curves; assumes no overlap with compute."""
-    from commbench.commands.estimate import run_estimate
-
-    raise typer.Exit(run_estimate(run, params, dtype, dp, tp, pp, zero, bucket, first_bucket,
-                                  layers, hidden, seq, micro_batch, micro_batches,
-                                  sequence_parallel, json_out))
-
-
-import_app = typer.Typer(help="Turn nccl-tests or OSU output into a commbench results folder, "
-                         "so compare, report and model work on it.", no_args_is_help=True)
-app.add_typer(import_app, name="import")
-
-
-def _importer(kind: str, description: str):
-    def command(
-        file: str = typer.Argument(..., help="The tool's output file."),
-        op: Optional[str] = typer.Option(  # noqa: UP045
-            None, "--op", help="The op, when the file does not name it (allreduce, ...)."),
-        world_size: Optional[int] = typer.Option(  # noqa: UP045
-            None, "--world-size", help="Ranks, when the file does not say."),
-        out: str = typer.Option(OUTPUT_DEFAULTS.out, "--out", help="Results root folder."),
-        name: Optional[str] = typer.Option(  # noqa: UP045
-            None, "--name", help="Run name (folder name)."),
-        force: bool = typer.Option(False, "--force", help="Replace an existing --name."),
-    ) -> None:
-        from commbench.commands.imports import run_import
-
-        raise typer.Exit(run_import(kind, file, op, out, name, force, world_size))
-
-    command.__doc__ = description
-    return command
-
-
-import_app.command("nccl-tests")(_importer(
-    "nccl-tests", "nccl-tests output: the text table (2.13-2.19) or its -J JSON file."))
-import_app.command("osu")(_importer(
-    "osu", "OSU micro-benchmarks output: osu_allreduce, allgather, bcast, alltoall, "
-    "reduce_scatter, latency, bw, bibw."))
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point: every failure becomes one line on stderr and an exit code."""
-    # c10d's C++ warnings (socket poll time-outs) would bury the one-line diagnosis.
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    command = typer.main.get_command(app)
-    try:
-        code = command.main(
-            args=sys.argv[1:] if argv is None else argv,
-            prog_name="commbench",
-            standalone_mode=False,
+def register(app: typer.Typer) -> None:
+    """A command per collective of the registry, and ``run``."""
+    for op in collectives.REGISTRY.values():
+        app.command(op.name)(
+            _command_for(op, f"{op.summary} busbw factor: {op.factor_text}.")
         )
-    except CommbenchError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(error.exit_code)
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except Exception as error:
-        # Parse errors from typer: one line, exit 2, no traceback.
-        if hasattr(error, "format_message") and hasattr(error, "exit_code"):
-            print(f"error: {error.format_message()}", file=sys.stderr)
-            sys.exit(error.exit_code if error.exit_code else EXIT_USAGE)
-        raise
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
-
+    app.command("run")(_command_for(
+        None, "Run several ops (--ops allreduce,allgather or --ops all) in one launch, one "
+        "folder."))
 
 
