@@ -160,6 +160,6 @@ def instability(p50: float, p99: float, ci_lo: float, ci_hi: float) -> str:
 
 
 UNSTABLE_ADVICE = (
-    "sizes are unstable: rerun with a larger --min-time, on an idle machine, "
-    "or pin ranks to cores; compare them with care"
+    "rows are unstable: rerun with a larger --min-time or on an idle machine; compare treats "
+    "them as noisy"
 )

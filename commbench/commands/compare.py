@@ -44,9 +44,9 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
         console = tables.make_console()
         if result.sources:
             base, new = result.sources
-            console.print(f"{new} vs {base}: ratio = {new} / {base}, delta = the µs {new} "
-                          f"adds per call (torch.distributed overhead when {base} is "
-                          "nccl-tests on the same machine)", markup=False, soft_wrap=True)
+            console.print(f"{new} vs {base}: ratio = {new} / {base}; delta = the "
+                          f"microseconds {new} adds per call (run on the same machine: the "
+                          f"overhead of torch.distributed over {base})", markup=False)
         layout = Layout(columns, rows, tables.terminal_width())
         for line in layout.header():
             console.print(line, style="bold", markup=False, highlight=False, soft_wrap=True)

@@ -58,30 +58,28 @@ def _seconds(value: float) -> str:
 
 
 def _print(name: str, spec, result) -> None:
-    from rich.table import Table
-
     from commbench.analysis.estimate import NO_OVERLAP
-    from commbench.output.console import make_console
+    from commbench.output.console import make_console, terminal_width
+    from commbench.output.tables import Column, render
 
     layout = f"dp={spec.dp} tp={spec.tp} pp={spec.pp}"
     zero = {"0": "DDP", "3": "ZeRO-3/FSDP"}.get(spec.zero, f"ZeRO-{spec.zero}")
     title = (f"{name}: {_count(spec.params)} parameters, {spec.dtype}, {layout}, {zero}, "
              f"{spec.micro_batches} micro-batch(es) per step")
-    table = Table(title=title, title_justify="left", header_style="bold")
-    headers = ("parallelism", "collective", "what", "size per call", "calls per step",
-               "µs per call", "ms per step", "source")
-    for index, header in enumerate(headers):
-        table.add_column(header, justify="right" if index in (3, 4, 5, 6) else "left")
-    for term in result.terms:
-        table.add_row(term.parallelism, term.collective, term.what, _size(term.nbytes),
-                      str(term.calls), f"{term.per_call_us:.1f}", _seconds(term.time_s),
-                      term.source)
-    table.add_section()
-    for parallelism, seconds in result.subtotals().items():
-        table.add_row(parallelism, "subtotal", "", "", "", "", _seconds(seconds), "")
-    table.add_row("total", "", "", "", "", "", _seconds(result.total_s), "", style="bold")
+    columns = [Column("", left=True), Column("collective", left=True),
+               Column("what", left=True, drop=3), Column("size"), Column("calls"),
+               Column("per call", "us", drop=2), Column("per step", "ms"),
+               Column("source", left=True, drop=1)]
+    rows = [[term.parallelism, term.collective, term.what, _size(term.nbytes),
+             str(term.calls), f"{term.per_call_us:.1f}", _seconds(term.time_s), term.source]
+            for term in result.terms]
+    rows += [[parallelism, "subtotal", "", "", "", "", _seconds(seconds), ""]
+             for parallelism, seconds in result.subtotals().items()]
+    rows.append(["total", "", "", "", "", "", _seconds(result.total_s), ""])
     console = make_console()
-    console.print(table)
+    console.print(f"# {title}", markup=False, highlight=False)
+    for line in render(columns, rows, terminal_width()):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     for note in result.notes:
         if note != NO_OVERLAP:  # printed last, on its own line, by the caller
             console.print(f"note: {note}", highlight=False)

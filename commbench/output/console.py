@@ -108,8 +108,8 @@ def group_title(record: dict) -> str:
 def timing_note(record: dict) -> str:
     """How the numbers were made, said once per table: time and p99 mean different things."""
     tail = "single calls" if record.get("tail") == "call" else "blocks"
-    return (f"{record.get('dtype', '')}, time = median, rank-time {record.get('rank_time')}, "
-            f"p99 over {tail}")
+    dtype = f"{record.get('dtype', '')}, " if record.get("size_bytes") else ""
+    return f"{dtype}time = median, rank-time {record.get('rank_time')}, p99 over {tail}"
 
 
 def sweep_columns(per_group: bool, several: bool, first_backend: str) -> list[Column]:
