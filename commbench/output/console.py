@@ -16,8 +16,8 @@ from commbench.sizes import format_size
 # (count and type first: the title line names the dtype).
 SWEEP = [
     Column("size", "B", width=7),
-    Column("count", "elements", width=10, drop=5),
-    Column("type", width=8, drop=6, left=True),
+    Column("count", "elements", width=10, drop=6),
+    Column("type", width=8, drop=7, left=True),
     Column("time", "us", width=9),
     Column("algbw", "GB/s", width=7, drop=3),
     Column("busbw", "GB/s", width=7),
@@ -27,7 +27,7 @@ SWEEP = [
 ]
 GROUP = Column("group", width=5, drop=1)
 BACKEND = Column("backend", width=7, drop=1, left=True)
-NOTE = Column("", width=8, drop=7, left=True)
+NOTE = Column("", width=8, drop=5, left=True)  # 'unstable': kept at 80 columns
 
 
 def ratio_column(first_backend: str) -> Column:
