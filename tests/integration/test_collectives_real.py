@@ -143,3 +143,16 @@ def test_barrier_takes_no_sizes(run_cli):
     assert done.returncode == 0, done.stderr
     (row,) = read_rows(run_dir)
     assert (row["op"], row["size_bytes"], row["count"], row["busbw_gbps"]) == ("barrier", 0, 0, 0)
+
+
+def test_p2p_between_chosen_peers_leaves_the_others_out(run_cli):
+    """--peers 0:3 on 4 ranks: ranks 1 and 2 idle, the pair's data is checked, and the row's
+    time, slowest rank and skew come from ranks 0 and 3 only."""
+    done, run_dir = run_cli("p2p", "--pattern", "pingpong,unidir", "--peers", "0:3",
+                            "--nproc", "4", "--sizes", "1K", "-n", "4", "--quiet")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_rows(run_dir)
+    assert [r["pattern"] for r in rows] == ["pingpong", "unidir"]
+    for row in rows:
+        assert row["peers"] == "0:3" and row["wrong"] == 0 and row["validation"] == "full"
+        assert row["slowest_rank"] in (0, 3)
