@@ -73,7 +73,6 @@ def _driver_version() -> str | None:
 
 
 def _nvidia_smi(args: list[str]) -> str | None:
-    import shutil
     import subprocess
 
     if not shutil.which("nvidia-smi"):

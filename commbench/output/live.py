@@ -153,6 +153,8 @@ class Live(Notes):
         cells = tables.sweep_row(record, per_group, self._several, self._first_times.get(where))
         for line in self._layout.row(cells):
             self._print(line)
+        if self._bar is not None:
+            self._bar.advance(self._task)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -45,6 +45,7 @@ from commbench.analysis.importers.osu_text import Bench, Table, read_tables
 from commbench.errors import UsageError
 
 SOURCE = "osu"
+# --op: OSU's binary names and commbench's names.
 OP_NAMES = {
     "allreduce": ("allreduce", ""), "allgather": ("allgather", ""),
     "bcast": ("broadcast", ""), "broadcast": ("broadcast", ""), "alltoall": ("alltoall", ""),

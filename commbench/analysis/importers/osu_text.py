@@ -25,7 +25,6 @@ BENCHMARKS = {
     "bandwidth": ("p2p", "unidir"),
     "bi-directional bandwidth": ("p2p", "bidir"),
 }
-# --op: OSU's binary names and commbench's names.
 
 _HEADER = re.compile(
     r"#\s*OSU\s+(?P<lib>[A-Za-z]+)(?:-(?P<accel>CUDA MANAGED|CUDA|ROCM|OPENACC|MANAGED))?\s+"
