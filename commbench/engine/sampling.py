@@ -8,14 +8,20 @@ A sample is one timed block divided by its iteration count. What a rank keeps: e
 time (the samples), the iteration count of each block (so its loop total is exact, as
 nccl-tests' mean is), and where the timer can tell, every single call's time (the tail).
 
-Ranks meet at a barrier once per round, not before every block: within a round the collectives
-themselves keep the ranks in step, and a rank that sleeps in a barrier wakes late on a busy
-machine, which put a tail on every block start (an A/B test of 6 alternations at 8 B: the mean
-over a hand-written loop's fell from 1.49x to 1.07x).
+Interruptions cost more than they take: on the 2-core VM the calls after any barrier or all-
+gather run slower for tens of milliseconds (8 B allreduce: the first 15 calls after a barrier
+averaged 1.4x calls 30-60; 1.2x after a gap of Python work alone). So the ranks meet only to
+share block times, once per round; the first round is MIN_SAMPLES blocks (the rule cannot stop
+earlier), later ones ROUND; a round is one unbroken loop where single calls are timed, its
+blocks cut from the call times; and the gather that ends a round keeps the ranks in step, with
+no barrier. In one pair of processes, 40 alternations of 0.5 s at 8 B: this loop's mean over a
+hand-written loop's (5 blocks, a barrier before each) went from 1.08-1.12x (barrier and gather
+every 5 blocks, a gap between blocks) to 0.98x; at 1.5 s, 20 alternations, 1.01x.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,12 +33,17 @@ from commbench.stats import STOP_CONFIDENCE, ci_halfwidth_pct, effective_size, m
 # Below 20 samples the median's 95 % interval spans too much of the distribution ([x(6),
 # x(15)] at 20, [x(2), x(9)] at 10) to trust on a noisy machine; pyperf also keeps 20 values.
 MIN_SAMPLES = 20
-ROUND = 5  # blocks between two all-gathers of block times
+ROUND = 10  # blocks between two all-gathers of block times, after a first round of MIN_SAMPLES
 TARGET_SAMPLES = 50  # a block lasts about min_time / TARGET_SAMPLES
 FIXED_SAMPLES = 20  # --iters N is split into this many blocks (fewer if N is smaller)
 MAX_SAMPLES = 2000
 MAX_CALLS = 20_000  # single-call times kept per rank (an even subsample beyond)
 DEFAULT_MAX_WARMUP = 5
+# Untimed calls before a group's first size. Right after start the ranks run slow for a few
+# tenths of a second (on the 2-core VM the first 0.1 s block of 8 B allreduce took a median
+# 1.6x the later ones; after 0.5 s of calls, 0.9x), which would land on the first size alone.
+# nccl-tests likewise warms up before its sweep.
+RUN_WARMUP_S = 0.5
 PRECISION_PCT = 5.0  # stop early once the median's 99 % interval is this narrow (± %)...
 EARLY_FRACTION = 0.1  # ... and at least this share of the budget is spent
 
@@ -77,16 +88,18 @@ class _Blocks:
         self.calls: list[np.ndarray] = []
 
     def run(self, call: Call, control, counts: list[int]) -> np.ndarray:
-        """Time one round of blocks (one per count) and all-gather their times."""
-        control.barrier()
-        times = []
-        for count in counts:
-            if self.per_call:
-                total, single = self.timer.block_calls(call, count)
-                self.calls.append(single)
-            else:
-                total = self.timer.block(call, count)
-            times.append(total / count)
+        """Time one round of blocks (one per count) and all-gather their times.
+
+        Where single calls are timed, the round is one unbroken loop and its blocks are cut
+        from the call times afterwards, so nothing runs between them.
+        """
+        if self.per_call:
+            _, single = self.timer.block_calls(call, sum(counts))
+            self.calls.append(single)
+            parts = np.split(single, np.cumsum(counts)[:-1])
+            times = [float(part.sum()) / count for part, count in zip(parts, counts, strict=True)]
+        else:
+            times = [self.timer.block(call, count) / count for count in counts]
         gathered = control.gather(times)
         self.chunks.append(gathered)
         self.counts += counts
@@ -103,6 +116,31 @@ class _Blocks:
                 mine = mine[np.linspace(0, mine.size - 1, MAX_CALLS).astype(np.int64)]
             calls = control.gather(mine.tolist())
         return Measurement(per_rank=self.per_rank(), counts=np.asarray(self.counts), calls=calls)
+
+
+def warm_up(call: Call, control, budget: Budget, sync: Call | None = None) -> None:
+    """The run's warm-up, before a group's first size: ``--warmup`` calls when it was given
+    (nccl-tests' -w, which it also runs before its sweep), else calls for RUN_WARMUP_S.
+
+    Counts double (1, 2, 4, ...) and the ranks share each chunk's time, so all of them stop
+    after the same chunk; ``sync`` waits for asynchronous (CUDA) work at the end of a chunk.
+    """
+    if budget.warmup is not None:
+        for _ in range(budget.warmup):
+            call()
+        if sync is not None:
+            sync()
+        control.barrier()
+        return
+    spent, count = 0.0, 1
+    while spent < RUN_WARMUP_S:
+        started = time.perf_counter()
+        for _ in range(count):
+            call()
+        if sync is not None:
+            sync()
+        spent += float(control.gather([time.perf_counter() - started]).max())
+        count *= 2
 
 
 def measure(call: Call, timer, control, budget: Budget, combine: Combine) -> Measurement:
@@ -135,16 +173,16 @@ def _fixed(call: Call, blocks: _Blocks, control, iters: int) -> None:
     count = min(iters, FIXED_SAMPLES)
     base, extra = divmod(iters, count)
     counts = [base + 1] * extra + [base] * (count - extra)
-    for start in range(0, count, ROUND):
-        blocks.run(call, control, counts[start : start + ROUND])
+    blocks.run(call, control, counts)  # one round: nothing to decide until the end
 
 
 def _adaptive(call: Call, blocks: _Blocks, control, min_time: float, estimate: float,
               combine: Combine) -> None:
     per_block = max(1, round(min_time / TARGET_SAMPLES / max(estimate, 1e-9)))
-    timed = 0.0
+    timed, blocks_now = 0.0, MIN_SAMPLES  # the rule cannot stop before MIN_SAMPLES
     while True:
-        gathered = blocks.run(call, control, [per_block] * ROUND)
+        gathered = blocks.run(call, control, [per_block] * blocks_now)
+        blocks_now = ROUND
         timed += float(gathered.max(axis=0).sum()) * per_block
         if _enough(combine(blocks.per_rank()), timed, min_time):
             return

@@ -17,7 +17,7 @@ from commbench.config import ITEMSIZE, MeasureSpec
 from commbench.engine.failures import RankFailure, diagnose
 from commbench.engine.faults import Injector
 from commbench.engine.rows import RowContext, build_row
-from commbench.engine.sampling import Budget, measure
+from commbench.engine.sampling import Budget, measure, warm_up
 from commbench.engine.session import Groups, Session
 from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
 from commbench.sizes import format_size
@@ -81,6 +81,7 @@ class Sweep:
         self.injector = injector or Injector(session.rank, [])
         self.position = "rendezvous"
         self._noted: set[str] = set()
+        self._warm: set[tuple[str, str]] = set()  # (backend, dim) groups warmed up
 
     def planned_rows(self) -> int:
         spec, world = self.spec, self.session.world
@@ -168,6 +169,10 @@ class Sweep:
                 bufs = op.views(ctx, send, recv, count)
                 op.prepare(ctx, bufs)
                 call = op.call(ctx, bufs)
+                if (backend, dim) not in self._warm:
+                    self._warm.add((backend, dim))
+                    warm_up(call, session.control, budget,
+                            torch.cuda.synchronize if device == "cuda" else None)
                 measurement = measure(call, timer, session.control, budget, combine)
                 wrong_per_rank = (self._check(op, ctx, bufs, timer, call) if spec.check
                                   else np.zeros(session.world))

@@ -10,12 +10,42 @@ class OneRank:
 
     def __init__(self):
         self.barriers = 0
+        self.gathers = 0
 
     def barrier(self):
         self.barriers += 1
 
     def gather(self, values):
+        self.gathers += 1
         return np.array([values], dtype=float)
+
+
+class SlowerPeer(OneRank):
+    """A world of two whose other rank always took ``factor`` times as long."""
+
+    def __init__(self, factor):
+        super().__init__()
+        self.factor = factor
+
+    def gather(self, values):
+        self.gathers += 1
+        return np.array([values, [v * self.factor for v in values]], dtype=float)
+
+
+class FakeClock:
+    """time.perf_counter for warm_up: each call of ``tick`` advances it by ``step`` seconds."""
+
+    def __init__(self, step):
+        self.now = 0.0
+        self.step = step
+        self.calls = 0
+
+    def __call__(self):
+        return self.now
+
+    def tick(self):
+        self.calls += 1
+        self.now += self.step
 
 
 class ScriptedTimer:
@@ -121,3 +151,55 @@ def test_single_calls_beyond_the_cap_are_subsampled_evenly(monkeypatch):
     timer = ScriptedTimer(1e-6, single_calls=True)
     result = measure(noop, timer, OneRank(), m.Budget(min_time=1.0, iters=1000, warmup=0))
     assert result.calls.shape == (1, 100) and result.iters == 1000
+
+
+def test_run_warm_up_lasts_its_time_in_doubling_chunks(monkeypatch):
+    clock = FakeClock(0.01)
+    monkeypatch.setattr(m.time, "perf_counter", clock)
+    control = OneRank()
+    m.warm_up(clock.tick, control, m.Budget(min_time=1.0))
+    # chunks of 1, 2, 4, 8, 16, 32 calls: 0.63 s is the first total past RUN_WARMUP_S
+    assert m.RUN_WARMUP_S == 0.5
+    assert clock.calls == 63 and control.gathers == 6
+
+
+def test_run_warm_up_ends_on_the_same_chunk_everywhere(monkeypatch):
+    """The slowest rank's time decides: here the peer is 4x slower, so this rank stops after
+    its own 0.15 s (the peer's 0.6 s) instead of running on alone into a deadlock."""
+    clock = FakeClock(0.01)
+    monkeypatch.setattr(m.time, "perf_counter", clock)
+    m.warm_up(clock.tick, SlowerPeer(4.0), m.Budget(min_time=1.0))
+    assert clock.calls == 1 + 2 + 4 + 8
+
+
+def test_run_warm_up_is_exactly_warmup_calls_when_given(monkeypatch):
+    clock = FakeClock(0.01)
+    monkeypatch.setattr(m.time, "perf_counter", clock)
+    control = OneRank()
+    m.warm_up(clock.tick, control, m.Budget(min_time=1.0, warmup=7))
+    assert clock.calls == 7 and control.gathers == 0 and control.barriers == 1
+
+
+def test_a_round_is_one_unbroken_loop_cut_into_blocks():
+    """With single calls timed, the round's calls run in one loop (nothing between blocks)
+    and each block's time is the sum of its own calls."""
+    noise = (1.0, 2.0, 3.0)  # per call: blocks of 2 calls see different sums
+    timer = ScriptedTimer(1e-3, noise, single_calls=True)
+    result = measure(noop, timer, OneRank(), m.Budget(min_time=1.0, iters=40, warmup=0))
+    assert timer.blocks[-1] == 40  # the whole fixed count in one loop
+    calls = result.calls[0]
+    expected = calls.reshape(20, 2).mean(axis=1)
+    np.testing.assert_allclose(result.per_rank[0], expected)
+    assert len(set(np.round(expected, 6))) == 3
+
+
+def test_ranks_meet_once_per_round_without_a_barrier():
+    noise = (1.0, 3.0, 0.5, 2.0, 1.5, 0.7, 2.5)
+    control = OneRank()
+    timer = ScriptedTimer(1e-4, noise)
+    result = measure(noop, timer, control, m.Budget(min_time=0.2, warmup=1))
+    rounds = 1 + (result.per_rank.shape[1] - m.MIN_SAMPLES) // m.ROUND
+    assert result.per_rank.shape[1] == m.MIN_SAMPLES + (rounds - 1) * m.ROUND
+    assert rounds > 1
+    # calibration and warm-up meet twice each (barrier + gather); then one gather per round
+    assert control.barriers == 2 and control.gathers == 2 + rounds
