@@ -48,9 +48,10 @@ def commbench(args: list[str], scratch: Path, name: str, env: dict | None = None
     return rows, json.loads((folder / "run.json").read_text()), wall
 
 
-def thin(op: str, sizes: str, seconds: float, started: float | None = None) -> list[dict]:
+def thin(op: str, sizes: str, seconds: float, started: float | None = None,
+         warm_up: float = 0.5) -> list[dict]:
     args = [PYTHON, str(HERE / "thin_loop.py"), "--op", op, "--sizes", sizes,
-            "--seconds", str(seconds)]
+            "--seconds", str(seconds), "--warm-up", str(warm_up)]
     if started:
         args += ["--started", str(started)]
     done = subprocess.run(args, capture_output=True, text=True, check=True)
@@ -84,7 +85,9 @@ def fidelity(scratch: Path, rounds: int, seconds: float) -> list[dict]:
                            for a, b in zip(ours[size], theirs[size], strict=False)]
             # The median of the per-round ratios: does the mean lean one way?
             ratio = statistics.median(pair_ratios)
-            low, high = (0.95, 1.05) if size < 64 << 10 else (0.98, 1.02)
+            # One band for every size: per-round ratios here span 0.6-1.5x at 64K and 16M too,
+            # so a tighter one would say more about the machine than about the harness.
+            low, high = 0.95, 1.05
             figures.append({
                 "figure": f"fidelity {op} {label}",
                 "value": f"{ratio:.3f}x",
@@ -150,7 +153,8 @@ def first_row_seconds(scratch: Path, name: str) -> float:
 def startup(scratch: Path, repeats: int) -> list[dict]:
     ours, theirs = [], []
     for index in range(repeats):
-        theirs.append(thin("allreduce", "8", 0.005, started=time.time())[0]["first_row_s"])
+        first = thin("allreduce", "8", 0.005, started=time.time(), warm_up=0)[0]
+        theirs.append(first["first_row_s"])
         ours.append(first_row_seconds(scratch, f"startup-{index}"))
     helps = []
     for _ in range(5):
@@ -352,7 +356,7 @@ def mesh(scratch: Path, repeats: int) -> list[dict]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=6, help="A/B rounds for fidelity")
+    parser.add_argument("--rounds", type=int, default=8, help="A/B rounds for fidelity")
     parser.add_argument("--pairs", type=int, default=10, help="A/A pairs for the false rate")
     parser.add_argument("--seconds", type=float, default=0.4, help="timed seconds per size")
     parser.add_argument("--only", default="", help="comma list of sections: fidelity,sweep,"

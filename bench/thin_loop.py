@@ -1,10 +1,13 @@
 """The reference a benchmark harness is judged against: a hand-written torch.distributed loop.
 
-Two ranks started with torch.multiprocessing, gloo on loopback, back-to-back calls timed in
-blocks; each rank's loop total over its iterations, averaged over the ranks, as nccl-tests
-reports its time (like for like with commbench's default --rank-time avg mean). Prints one
-JSON object per size: op, size_bytes, mean_us, median_us (of block averages, averaged over
-ranks), first_row_s (seconds from --started to this row), peak_rss_mib (largest rank).
+Two ranks started with torch.multiprocessing, gloo on loopback, 0.5 s of untimed calls before
+the first size (as nccl-tests warms up before its sweep, and commbench before a group's first
+size: right after start the machine runs slow for a few tenths of a second, which would land on
+one side only), then back-to-back calls timed in blocks; each rank's loop total over its
+iterations, averaged over the ranks, as nccl-tests reports its time (like for like with
+commbench's default --rank-time avg mean). Prints one JSON object per size: op, size_bytes,
+mean_us, median_us (of block averages, averaged over ranks), first_row_s (seconds from --started
+to this row), peak_rss_mib (largest rank).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def make_call(dist, op, buf, small, peer, first):
     return echo
 
 
-def _worker(rank, world, port, op, sizes, seconds, started, queue, pin):
+def _worker(rank, world, port, op, sizes, seconds, started, queue, pin, warm_up):
     if pin:  # one core per rank, as commbench pins its local ranks
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[rank]})
     import torch
@@ -54,6 +57,7 @@ def _worker(rank, world, port, op, sizes, seconds, started, queue, pin):
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=120))
+    warm = warm_up > 0
     for size in sizes:
         count = max(world, size // 4)
         count -= count % world
@@ -62,6 +66,16 @@ def _worker(rank, world, port, op, sizes, seconds, started, queue, pin):
         call = make_call(dist, op, buf, small, rank ^ 1, rank == 0)
         for _ in range(3):
             call()
+        if warm:  # before the first size, as nccl-tests warms up before its sweep
+            warm = False
+            spent, chunk = 0.0, 1
+            while spent < warm_up:
+                start = time.perf_counter()
+                for _ in range(chunk):
+                    call()
+                took = torch.tensor([time.perf_counter() - start])
+                dist.all_reduce(took, op=dist.ReduceOp.MAX)
+                spent, chunk = spent + took.item(), chunk * 2
         dist.barrier()
         start = time.perf_counter()
         call()
@@ -98,6 +112,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=0.5, help="timed seconds per size")
     parser.add_argument("--started", type=float, default=None, help="epoch of the command")
     parser.add_argument("--pin", action="store_true", help="pin rank i to the i-th CPU")
+    parser.add_argument("--warm-up", type=float, default=0.5,
+                        help="seconds of untimed calls before the first size (commbench's)")
     args = parser.parse_args(argv)
     started = args.started or time.time()
     import torch.multiprocessing as mp
@@ -107,7 +123,8 @@ def main(argv=None) -> int:
         port = s.getsockname()[1]
     sizes = [int(s) for s in args.sizes.split(",")]
     queue = mp.get_context("spawn").SimpleQueue()
-    mp.spawn(_worker, args=(2, port, args.op, sizes, args.seconds, started, queue, args.pin),
+    mp.spawn(_worker, args=(2, port, args.op, sizes, args.seconds, started, queue, args.pin,
+                               args.warm_up),
              nprocs=2)
     while not queue.empty():
         print(json.dumps(queue.get()), flush=True)
