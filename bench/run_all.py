@@ -121,7 +121,8 @@ def stable_sweep(scratch: Path, quick_budget: float) -> list[dict]:
     osu_width = widest_ci(runs["OSU fixed (1000 below 8K, 100 above)"])[0]
     figures = []
     for label, rows in runs.items():
-        seconds = sum(r["wall_s"] for r in rows)  # per-size wall time: start-up excluded
+        seconds = sum(r["wall_s"] for r in rows)  # per-size wall (process start-up excluded;
+        # the first size of each run carries its 0.5-1 s group warm-up)
         width, typical, within, flagged = widest_ci(rows)
         figures.append({
             "figure": f"sweep 8-64M: {label}",

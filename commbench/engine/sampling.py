@@ -44,6 +44,7 @@ DEFAULT_MAX_WARMUP = 5
 # 1.6x the later ones; after 0.5 s of calls, 0.9x), which would land on the first size alone.
 # nccl-tests likewise warms up before its sweep.
 RUN_WARMUP_S = 0.5
+ROUND_CAP_S = 10.0  # the longest round, from the shared per-call estimate
 PRECISION_PCT = 5.0  # stop early once the median's 99 % interval is this narrow (± %)...
 EARLY_FRACTION = 0.1  # ... and at least this share of the budget is spent
 
@@ -120,13 +121,20 @@ class _Blocks:
 
 def warm_up(call: Call, control, budget: Budget, sync: Call | None = None) -> None:
     """The run's warm-up, before a group's first size: ``--warmup`` calls when it was given
-    (nccl-tests' -w, which it also runs before its sweep), else calls for RUN_WARMUP_S.
+    (nccl-tests runs its -w calls only before its sweep; commbench runs them there and per
+    size), else calls for at least RUN_WARMUP_S.
 
-    Counts double (1, 2, 4, ...) and the ranks share each chunk's time, so all of them stop
-    after the same chunk; ``sync`` waits for asynchronous (CUDA) work at the end of a chunk.
+    A first untimed call pays one-time set-up (an NCCL communicator made lazily, connections)
+    outside the count. Then counts double (1, 2, 4, ...) and the ranks share each chunk's
+    time, so all of them stop after the same chunk (between 0.5 and about 1 s);``sync`` waits
+    for asynchronous (CUDA) work at the end of a chunk.
     """
+    call()
+    if sync is not None:
+        sync()
+    control.barrier()
     if budget.warmup is not None:
-        for _ in range(budget.warmup):
+        for _ in range(max(0, budget.warmup - 1)):
             call()
         if sync is not None:
             sync()
@@ -163,17 +171,33 @@ def measure(call: Call, timer, control, budget: Budget, combine: Combine) -> Mea
 
     blocks = _Blocks(timer)
     if budget.iters is not None:
-        _fixed(call, blocks, control, budget.iters)
+        _fixed(call, blocks, control, budget.iters, estimate)
     else:
         _adaptive(call, blocks, control, budget.min_time, estimate, combine)
     return blocks.finish(control)
 
 
-def _fixed(call: Call, blocks: _Blocks, control, iters: int) -> None:
+def _round(counts: list[int], estimate: float) -> int:
+    """How many of ``counts``' blocks the next round takes: all of them, unless that would
+    outlast ROUND_CAP_S (a rank with nothing to do, an idle p2p rank or a faster mesh group,
+    waits in the round's gather for that long, under the control group's --timeout)."""
+    taken, seconds = 0, 0.0
+    for count in counts:
+        seconds += count * estimate
+        if taken and seconds > ROUND_CAP_S:
+            break
+        taken += 1
+    return taken
+
+
+def _fixed(call: Call, blocks: _Blocks, control, iters: int, estimate: float) -> None:
     count = min(iters, FIXED_SAMPLES)
     base, extra = divmod(iters, count)
     counts = [base + 1] * extra + [base] * (count - extra)
-    blocks.run(call, control, counts)  # one round: nothing to decide until the end
+    while counts:  # nothing to decide until the end: rounds only as long as ROUND_CAP_S allows
+        taken = _round(counts, estimate)
+        blocks.run(call, control, counts[:taken])
+        counts = counts[taken:]
 
 
 def _adaptive(call: Call, blocks: _Blocks, control, min_time: float, estimate: float,
@@ -181,7 +205,8 @@ def _adaptive(call: Call, blocks: _Blocks, control, min_time: float, estimate: f
     per_block = max(1, round(min_time / TARGET_SAMPLES / max(estimate, 1e-9)))
     timed, blocks_now = 0.0, MIN_SAMPLES  # the rule cannot stop before MIN_SAMPLES
     while True:
-        gathered = blocks.run(call, control, [per_block] * blocks_now)
+        round_counts = [per_block] * blocks_now
+        gathered = blocks.run(call, control, round_counts[:_round(round_counts, estimate)])
         blocks_now = ROUND
         timed += float(gathered.max(axis=0).sum()) * per_block
         if _enough(combine(blocks.per_rank()), timed, min_time):

@@ -158,9 +158,10 @@ def test_run_warm_up_lasts_its_time_in_doubling_chunks(monkeypatch):
     monkeypatch.setattr(m.time, "perf_counter", clock)
     control = OneRank()
     m.warm_up(clock.tick, control, m.Budget(min_time=1.0))
-    # chunks of 1, 2, 4, 8, 16, 32 calls: 0.63 s is the first total past RUN_WARMUP_S
+    # one untimed set-up call, then chunks of 1, 2, 4, 8, 16, 32 calls: 0.63 s is the first
+    # total past RUN_WARMUP_S
     assert m.RUN_WARMUP_S == 0.5
-    assert clock.calls == 63 and control.gathers == 6
+    assert clock.calls == 1 + 63 and control.gathers == 6
 
 
 def test_run_warm_up_ends_on_the_same_chunk_everywhere(monkeypatch):
@@ -169,7 +170,21 @@ def test_run_warm_up_ends_on_the_same_chunk_everywhere(monkeypatch):
     clock = FakeClock(0.01)
     monkeypatch.setattr(m.time, "perf_counter", clock)
     m.warm_up(clock.tick, SlowerPeer(4.0), m.Budget(min_time=1.0))
-    assert clock.calls == 1 + 2 + 4 + 8
+    assert clock.calls == 1 + (1 + 2 + 4 + 8)
+
+
+def test_run_warm_up_does_not_count_the_set_up_call(monkeypatch):
+    """A first call that makes a communicator (seconds on NCCL) must not end the warm-up."""
+    clock = FakeClock(0.01)
+    monkeypatch.setattr(m.time, "perf_counter", clock)
+
+    def first_call_is_slow():
+        clock.tick()
+        if clock.calls == 1:
+            clock.now += 5.0
+
+    m.warm_up(first_call_is_slow, OneRank(), m.Budget(min_time=1.0))
+    assert clock.calls == 1 + 63
 
 
 def test_run_warm_up_is_exactly_warmup_calls_when_given(monkeypatch):
@@ -177,7 +192,7 @@ def test_run_warm_up_is_exactly_warmup_calls_when_given(monkeypatch):
     monkeypatch.setattr(m.time, "perf_counter", clock)
     control = OneRank()
     m.warm_up(clock.tick, control, m.Budget(min_time=1.0, warmup=7))
-    assert clock.calls == 7 and control.gathers == 0 and control.barriers == 1
+    assert clock.calls == 7 and control.gathers == 0
 
 
 def test_a_round_is_one_unbroken_loop_cut_into_blocks():
@@ -203,3 +218,18 @@ def test_ranks_meet_once_per_round_without_a_barrier():
     assert rounds > 1
     # calibration and warm-up meet twice each (barrier + gather); then one gather per round
     assert control.barriers == 2 and control.gathers == 2 + rounds
+
+
+def test_no_round_outlasts_the_cap_so_idle_ranks_do_not_time_out():
+    """An idle rank (odd-world p2p, a faster mesh group) waits in the round's gather under the
+    control group's --timeout: 40 calls of 1 s are 20 blocks of 2 s, in rounds of 5 blocks."""
+    control = OneRank()
+    result = measure(noop, ScriptedTimer(1.0), control, m.Budget(min_time=1.0, iters=40,
+                                                                 warmup=0))
+    assert m.ROUND_CAP_S == 10.0 and result.iters == 40
+    assert control.gathers == 1 + 4  # calibration, then 4 rounds
+    timer = ScriptedTimer(1.0, single_calls=True)  # a round is one entry of timer.blocks
+    result = measure(noop, timer, OneRank(), m.Budget(min_time=100.0, warmup=0))
+    rounds = timer.blocks[1:]  # after the calibration call
+    assert result.iters == sum(rounds) and len(rounds) > 1
+    assert max(rounds) <= 10  # blocks of 2 calls of 1 s: 5 blocks a round
