@@ -6,11 +6,12 @@ object is pickled to every rank.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
 from commbench import collectives
-from commbench.collectives.p2p import WINDOW
+from commbench.collectives.p2p import PATTERNS, WINDOW
 from commbench.errors import UsageError
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
@@ -288,8 +289,6 @@ def sweep_sizes(sizes: str | None, minbytes: str | None, maxbytes: str | None,
 
 def parse_patterns(text: str) -> tuple[str, ...]:
     """``--pattern``: p2p patterns, a comma list, or ``all``."""
-    from commbench.collectives.p2p import PATTERNS
-
     if text.strip().lower() == "all":
         return PATTERNS
     return parse_list(text, PATTERNS, "pattern")
@@ -313,9 +312,7 @@ def resolve_layout(spec: MeasureSpec, world: int) -> MeasureSpec:
         if spec.per_group:
             raise UsageError("--per-group needs groups: give --mesh and --dim, or --split")
         return spec
-    product = 1
-    for _, size in spec.mesh:
-        product *= size
+    product = math.prod(size for _, size in spec.mesh)
     if product != world:
         shape = ",".join(f"{name}={size}" for name, size in spec.mesh)
         raise UsageError(f"--mesh {shape} has {product} ranks, the run has {world}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from commbench.errors import UsageError
 from commbench.results import Run, meta_value
-from commbench.results.schema import IDENTITY_COLUMNS, KEY_COLUMNS
+from commbench.results.schema import IDENTITY_COLUMNS, KEY_COLUMNS, op_label
 from commbench.sizes import format_size, parse_size
 
 METRICS = ("lat_us_p50", "busbw_gbps")
@@ -139,7 +139,7 @@ def _frame(rows: list[dict], sizes: list[tuple[int, int]] | None):
 
 
 def _series_name(record: dict) -> str:
-    op = record["op"] + (f"/{record['pattern']}" if record.get("pattern") else "")
+    op = op_label(record["op"], record.get("pattern"))
     where = f" dim {record['dim']}" if record.get("dim") else ""
     backend = f" {record['backend']}" if record.get("backend") else ""
     return f"{op}{backend}{where}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from commbench.results.schema import is_combined
+from commbench.results.schema import is_combined, op_label
 
 SLOW_RATIO = 1.5  # a group this many times the median group's time is named
 
@@ -41,7 +41,7 @@ def slow_groups(rows: list[dict], ratio: float = SLOW_RATIO) -> list[str]:
         for g, values in sorted(ratios.items()):
             if values and statistics.median(values) >= ratio:
                 sample = next(iter(groups[g].values()))
-                name = op + (f"/{pattern}" if pattern else "")
+                name = op_label(op, pattern)
                 found.append(
                     f"{name} {backend}, dim {dim} of {mesh}: group {g} (ranks "
                     f"{sample.get('group_ranks', '?')} on {sample.get('group_hosts', '?')}) "

@@ -45,7 +45,7 @@ import numpy as np
 
 from commbench import collectives
 from commbench.errors import UsageError
-from commbench.results.schema import is_combined
+from commbench.results.schema import is_combined, op_label
 
 MIN_SIZES = 4  # a run with fewer sizes for an op is refused: two parameters need spare points
 MAX_SEGMENTS = 3
@@ -72,7 +72,7 @@ class CurveKey:
     dtype: str
 
     def describe(self) -> str:
-        name = f"{self.op}/{self.pattern}" if self.pattern else self.op
+        name = op_label(self.op, self.pattern)
         where = f"{self.dim}={self.group_size}" if self.dim else f"n={self.group_size}"
         return f"{name} {self.backend} {where} {self.dtype}"
 

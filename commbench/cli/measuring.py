@@ -147,7 +147,8 @@ def _measuring_options(
 
 
 _COMMON = inspect.signature(_measuring_options)
-_SIZED = {"sizes", "minbytes", "maxbytes", "factor", "step", "message_range", "dtype"}
+_SIZE_OPTIONS = {"sizes", "minbytes", "maxbytes", "factor", "step", "message_range"}
+_SIZED = _SIZE_OPTIONS | {"dtype"}
 
 
 def _takes(op: collectives.Collective | None, option: str) -> bool:
@@ -200,7 +201,6 @@ _PARSED = {
     "split": ("split", parse_split),
 }
 # Read together with another option, or turned into a spec field below.
-_SIZE_OPTIONS = {"sizes", "minbytes", "maxbytes", "factor", "step", "message_range"}
 _NCCL_TESTS_LEVELS = {"check_level": "check", "blocking_level": "blocking",
                       "graph_launches": "cuda_graph"}
 

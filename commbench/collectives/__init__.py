@@ -23,13 +23,13 @@ _MODULES = (
     "p2p",
 )
 
-# Options that belong to some ops only: a descriptor lists those it takes in extra_options.
-OP_OPTIONS = frozenset({"pattern", "peers", "window"})
-
 REGISTRY: dict[str, Collective] = {}
 for _module in _MODULES:
     _collective = importlib.import_module(f"{__name__}.{_module}").COLLECTIVE
     REGISTRY[_collective.name] = _collective
+
+# Options that belong to some ops only: a descriptor lists those it takes in extra_options.
+OP_OPTIONS = frozenset().union(*(c.extra_options for c in REGISTRY.values()))
 
 
 def get(name: str) -> Collective:

@@ -11,6 +11,7 @@ from dataclasses import asdict
 
 from commbench.errors import EXIT_OK, UsageError
 from commbench.results import LATENCY_PNG, load_run, rows_frame
+from commbench.results.schema import op_label
 
 MODEL_CSV = "model.csv"
 MODEL_JSON = "model.json"
@@ -99,9 +100,9 @@ def _print_table(name: str, records: list[dict]) -> None:
 
     rows = []
     for r in records:
-        op = f"{r['op']}/{r['pattern']}" if r["pattern"] else r["op"]
         rows.append([
-            op, r["backend"], r["dim"] or "world", str(r["group_size"]), r["dtype"],
+            op_label(r["op"], r["pattern"]), r["backend"], r["dim"] or "world",
+            str(r["group_size"]), r["dtype"],
             str(r["segment"]), f"{format_size(r['size_lo'])}-{format_size(r['size_hi'])}",
             _number(r["alpha_us"], 2), _number(r["beta_gbps"], 3),
             _number(r["busbw_equiv_gbps"], 3), _number(r["r2"], 4),

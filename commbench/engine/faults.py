@@ -115,27 +115,28 @@ def _disturb(tensors: list, action: str, parts: int) -> None:
         offset += tensor.numel()
 
 
-# function name -> (where the result is, where the group is): positional index or keyword
+# function name -> the positional index of its result (None: it has none); the group is
+# read from the call's ``group`` keyword
 _OUTPUTS = {
-    "all_reduce": (0, "group"),
-    "reduce": (0, "group"),
-    "broadcast": (0, "group"),
-    "all_gather_single": (0, "group"),
-    "all_gather_into_tensor": (0, "group"),
-    "reduce_scatter_single": (0, "group"),
-    "reduce_scatter_tensor": (0, "group"),
-    "all_to_all_single": (0, "group"),
-    "gather": (1, "group"),  # the gather list, at the root
-    "scatter": (0, "group"),
-    "recv": (0, "group"),
-    "send": (None, "group"),
+    "all_reduce": 0,
+    "reduce": 0,
+    "broadcast": 0,
+    "all_gather_single": 0,
+    "all_gather_into_tensor": 0,
+    "reduce_scatter_single": 0,
+    "reduce_scatter_tensor": 0,
+    "all_to_all_single": 0,
+    "gather": 1,  # the gather list, at the root
+    "scatter": 0,
+    "recv": 0,
+    "send": None,
 }
 
 
 def _wrap_distributed(injector: Injector) -> None:
     import torch.distributed as dist
 
-    for name, (result, _) in _OUTPUTS.items():
+    for name, result in _OUTPUTS.items():
         real = getattr(dist, name, None)
         if real is not None:
             setattr(dist, name, _wrapped(dist, injector, name, real, result))

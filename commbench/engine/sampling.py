@@ -95,7 +95,7 @@ class _Blocks:
         from the call times afterwards, so nothing runs between them.
         """
         if self.per_call:
-            _, single = self.timer.block_calls(call, sum(counts))
+            single = self.timer.block_calls(call, sum(counts))
             self.calls.append(single)
             parts = np.split(single, np.cumsum(counts)[:-1])
             times = [float(part.sum()) / count for part, count in zip(parts, counts, strict=True)]
@@ -126,28 +126,27 @@ def warm_up(call: Call, control, budget: Budget, sync: Call | None = None) -> No
 
     A first untimed call pays one-time set-up (an NCCL communicator made lazily, connections)
     outside the count. Then counts double (1, 2, 4, ...) and the ranks share each chunk's
-    time, so all of them stop after the same chunk (between 0.5 and about 1 s);``sync`` waits
+    time, so all of them stop after the same chunk (between 0.5 and about 1 s); ``sync`` waits
     for asynchronous (CUDA) work at the end of a chunk.
     """
-    call()
-    if sync is not None:
-        sync()
-    control.barrier()
-    if budget.warmup is not None:
-        for _ in range(max(0, budget.warmup - 1)):
-            call()
-        if sync is not None:
-            sync()
-        control.barrier()
-        return
-    spent, count = 0.0, 1
-    while spent < RUN_WARMUP_S:
+
+    def calls(count: int) -> float:
         started = time.perf_counter()
         for _ in range(count):
             call()
         if sync is not None:
             sync()
-        spent += float(control.gather([time.perf_counter() - started]).max())
+        return time.perf_counter() - started
+
+    calls(1)
+    control.barrier()
+    if budget.warmup is not None:
+        calls(max(0, budget.warmup - 1))
+        control.barrier()
+        return
+    spent, count = 0.0, 1
+    while spent < RUN_WARMUP_S:
+        spent += float(control.gather([calls(count)]).max())
         count *= 2
 
 

@@ -188,13 +188,6 @@ def agent_rank_env() -> RankEnv:
     return RankEnv(**{**found.__dict__, "launcher": "local"})
 
 
-def is_loopback(address: str) -> bool:
-    try:
-        return socket.gethostbyname(address).startswith("127.")
-    except OSError:
-        return False
-
-
 def _interface_with(local_ip: str) -> str | None:
     import psutil
 

@@ -9,7 +9,7 @@ import shutil
 import sys
 
 from commbench.output.tables import Column, headers_of
-from commbench.results.schema import is_combined
+from commbench.results.schema import is_combined, op_label
 from commbench.sizes import format_size
 
 # The sweep table. ``drop``: the order in which columns go when the terminal is narrow
@@ -215,7 +215,7 @@ def table_records(frame, metric: str) -> tuple[list[Column], list[list[str]]]:
     digits = 3 if metric == "busbw_gbps" else 1
     rows = []
     for record in frame.to_dict("records"):
-        op = record["op"] + (f"/{record['pattern']}" if record.get("pattern") else "")
+        op = op_label(record["op"], record.get("pattern"))
         if record.get("dim"):
             op += f" [{record['dim']}]"
         rows.append([

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from commbench.results.schema import is_combined
+from commbench.results.schema import is_combined, op_label
 from commbench.sizes import format_size
 
 RUN_STYLES = ("-", "--", ":", "-.")
@@ -23,10 +23,7 @@ VERDICT_COLOURS = {"slower": "tab:red", "faster": "tab:green", "noisy": "tab:ora
 
 def series_label(record: Mapping, with_dtype: bool = False) -> str:
     """'allreduce gloo', 'p2p/pingpong nccl', 'allgather nccl tp=4' (+ dtype when asked)."""
-    name = str(record["op"])
-    if record.get("pattern"):
-        name += f"/{record['pattern']}"
-    label = f"{name} {record['backend']}"
+    label = f"{op_label(record['op'], record.get('pattern'))} {record['backend']}"
     if record.get("dim"):
         label += f" {record['dim']}={record.get('group_size') or record.get('world_size')}"
     if with_dtype:
@@ -76,10 +73,13 @@ def _series(frame) -> dict[tuple[str, str], list[dict]]:
     """(run, series label) -> rows sorted by size; per-group rows and size 0 left out."""
     records = [r for r in frame.to_dict("records") if r["size_bytes"] and is_combined(r)]
     with_dtype = len({r.get("dtype") for r in records}) > 1
+    labels = [series_label(r, with_dtype) for r in records]
+    inplace: dict[str, set] = {}
+    for label, record in zip(labels, records, strict=True):
+        inplace.setdefault(label, set()).add(record.get("inplace"))
     found: dict[tuple[str, str], list[dict]] = {}
-    for record in records:
-        label = series_label(record, with_dtype)
-        if len({r.get("inplace") for r in records if series_label(r, with_dtype) == label}) > 1:
+    for label, record in zip(labels, records, strict=True):
+        if len(inplace[label]) > 1:
             label += " in place" if record.get("inplace") else " out of place"
         found.setdefault((str(record.get("run", "")), label), []).append(record)
     return {key: sorted(rows, key=lambda r: r["size_bytes"]) for key, rows in found.items()}

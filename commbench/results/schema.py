@@ -137,6 +137,11 @@ def with_defaults(record: dict) -> dict:
     return filled
 
 
+def op_label(op: str, pattern: str | None) -> str:
+    """How tables, plots and messages name a row's op: 'allreduce', 'p2p/pingpong'."""
+    return f"{op}/{pattern}" if pattern else str(op)
+
+
 def is_combined(row: dict) -> bool:
     """A row over every group (or the whole world), not a --per-group row. After a round trip
     through pandas a missing group reads NaN, not None."""
