@@ -62,7 +62,7 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
 
         try:
             Path(out).mkdir(parents=True, exist_ok=True)
-            overlay_plots(runs, Path(out), result.frame, threshold)
+            overlay_plots(runs, Path(out), result.frame, threshold, metric)
         except OSError as error:
             raise UsageError(f"cannot write --out {out}: {error.strerror or error}") from None
     if fail_on_regression:
