@@ -100,6 +100,9 @@ def test_defaults_come_from_the_spec(parsed):
     spec, _ = parsed("allreduce", "--sizes", "8")
     untouched = ("min_time", "timeout", "check", "window", "rank_time", "backends", "device")
     assert all(getattr(spec, f) == getattr(DEFAULTS, f) for f in untouched)
+    # and the spec's defaults are the ones the README and --help promise
+    assert (spec.min_time, spec.timeout, spec.window, spec.rank_time) == (1.5, 300.0, 64, "avg")
+    assert spec.check and spec.backends == ("auto",) and spec.device == "auto"
 
 
 @pytest.mark.parametrize(

@@ -102,6 +102,12 @@ def test_float32_and_wide_integers_are_fully_checked_at_every_world(op, world):
             assert check_pattern(op, dtype, world, chunk) == "full", (op, dtype, world, chunk)
 
 
+@pytest.mark.parametrize(("dtype", "largest"), [("int32", 28), ("int64", 60), ("float32", 250)])
+def test_products_are_full_up_to_the_readme_limit_and_partial_beyond(dtype, largest):
+    assert check_pattern("prod", dtype, largest, 16) == "full"
+    assert check_pattern("prod", dtype, largest + 1, 16).startswith("partial: ")
+
+
 @pytest.mark.parametrize(
     ("op", "dtype", "world"),
     # The cases that once passed wrong results as right (the validation issue's list).
