@@ -106,16 +106,20 @@ class Live(Notes):
                 BarColumn,
                 MofNCompleteColumn,
                 Progress,
+                TextColumn,
                 TimeElapsedColumn,
                 TimeRemainingColumn,
             )
 
+            # Columns as TextColumns, not markup strings: rows are printed with markup off
+            # and the bar re-renders inside that print, which would show a string's style
+            # tag raw. The description is plain text (markup off: a '[tp]' stays).
             self._bar = Progress(
-                "[progress.description]{task.description}",
+                TextColumn("{task.description}", style="progress.description", markup=False),
                 BarColumn(bar_width=20),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
-                "eta",
+                TextColumn("eta", markup=False),
                 TimeRemainingColumn(),
                 console=self._console,
                 transient=True,

@@ -66,3 +66,13 @@ def test_the_live_table_fits_and_keeps_every_digit(tmp_path, columns):
     if columns == 60:
         assert "count" not in header and "type" not in header  # the low-value columns went
         assert "busbw" in header and "#wrong" in header and "time" in header
+
+
+def test_the_progress_bar_shows_no_style_tag(tmp_path):
+    """Rows are printed with markup off while the bar re-renders inside that print: a column
+    given as a markup string then shows its tag raw ('[progress.description]allreduce ...')."""
+    code, lines = on_terminal(["allreduce", "--sizes", "8,1K,64K", "--backend", "gloo",
+                               "-n", "3", "--name", "bar"], 80, tmp_path)
+    assert code == 0, "\n".join(lines)
+    assert any(re.search(r"\b[1-9]/3\b", line) for line in lines)  # the bar was drawn
+    assert not [line for line in lines if "[progress." in line]
