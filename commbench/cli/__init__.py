@@ -64,13 +64,26 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:  # a reader that left (compare ... | head) is no failure
+        code = EXIT_OK
     except Exception as error:
         # Parse errors from typer: one line, exit 2, no traceback.
         if hasattr(error, "format_message") and hasattr(error, "exit_code"):
             print(f"error: {error.format_message()}", file=sys.stderr)
             sys.exit(error.exit_code if error.exit_code else EXIT_USAGE)
         raise
+    _flush_stdout()
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _flush_stdout() -> None:
+    """A reader that left (``| head``) is no failure: the exit code stays the command's."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        from commbench.output.console import to_devnull
+
+        to_devnull(sys.stdout)
 
 
 

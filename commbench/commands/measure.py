@@ -73,13 +73,15 @@ def _sink(output: OutputSpec, writer):
     bar on a terminal)."""
     from commbench.output.live import JsonRows, Live, Notes, Sinks
 
+    folder = str(writer.path)
     if output.json_rows:
-        return Sinks(writer, Notes(), JsonRows())
-    return Sinks(writer, Live(progress=sys.stdout.isatty() and not output.quiet))
+        return Sinks(writer, Notes(), JsonRows(folder))
+    return Sinks(writer, Live(sys.stdout.isatty() and not output.quiet, folder))
 
 
 def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
     from commbench import results
+    from commbench.output.console import say
 
     if env is not None and env.rank != 0:
         return _run_external(spec, env, None)
@@ -98,9 +100,8 @@ def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
     except (RunFailed, Interrupted) as error:
         rows = results.read_rows(path)
         run = finish(path, "partial" if rows else "failed", str(error))
-        print(f"error: {error}", file=sys.stderr)
-        print(f"kept {len(rows)} measured row(s) in {path} (status {run.meta['status']})",
-              file=sys.stderr)
+        say(f"error: {error}")
+        say(f"kept {len(rows)} measured row(s) in {path} (status {run.meta['status']})")
         return error.exit_code
     return _show(finish(path, "complete"), output)
 
@@ -172,7 +173,7 @@ def _all_rows_measured(path: Path) -> bool:
 def _show(run, output: OutputSpec) -> int:
     """After the live table: what to distrust, where the files are, and the exit code."""
     from commbench.analysis.groups import slow_groups
-    from commbench.output.console import say, unstable_notes
+    from commbench.output.console import say, to_devnull, unstable_notes
     from commbench.results import rows_frame
     from commbench.stats import UNSTABLE_ADVICE
 
@@ -188,7 +189,10 @@ def _show(run, output: OutputSpec) -> int:
                 say(note, indent="  ")
             if len(notes) > SHOWN_NOTES:
                 say(f"... {len(notes) - SHOWN_NOTES} more in {run.path}/summary.md", indent="  ")
-        print(f"results: {run.path}")
+        try:
+            print(f"results: {run.path}", flush=True)
+        except BrokenPipeError:  # the reader left (| head): rank 0 said so while measuring
+            to_devnull(sys.stdout)
     if wrong:
         say(f"error: {wrong} wrong element(s) in the results (see the #wrong column)")
         return EXIT_FINDING

@@ -5,6 +5,7 @@ terminal shows is what a PR gets.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 
@@ -41,9 +42,25 @@ def terminal_width() -> int | None:
     return shutil.get_terminal_size().columns
 
 
+def to_devnull(stream) -> None:
+    """``stream``'s reader left (``| head -1``: EPIPE): what is still to be written goes to
+    /dev/null, so that the run finishes its folder instead of dying of it (SPEC §5)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
+
+
+def reader_left(folder: str) -> None:
+    """stdout closed: the one line that says so, then stdout writes go nowhere."""
+    to_devnull(sys.stdout)
+    say(f"note: stdout closed (its reader left): measuring on, every row goes to {folder}")
+
+
 def say(text: str, indent: str = "") -> None:
     """A line of prose on stderr, wrapped to the terminal when stderr is one (a log keeps it
-    whole); continuation lines are indented."""
+    whole); continuation lines are indented. A closed stderr (``2>&1 | head``) is left."""
     import textwrap
 
     if sys.stderr.isatty():
@@ -53,14 +70,25 @@ def say(text: str, indent: str = "") -> None:
                              break_long_words=True)
     else:
         text = indent + text
-    print(text, file=sys.stderr, flush=True)
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        to_devnull(sys.stderr)
 
 
 def make_console():
-    """A rich Console; a log or a pipe gets lines as long as they are (nothing is cut)."""
+    """A rich Console; a log or a pipe gets lines as long as they are (nothing is cut).
+
+    A closed stdout raises BrokenPipeError for the caller to handle (rich's own answer is
+    SystemExit(1), which in a rank is a crash and at the end the regression exit code)."""
     from rich.console import Console
 
-    return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True  # nothing more to write to it
+            raise BrokenPipeError
+
+    return _Console(width=None if sys.stdout.isatty() else 200, highlight=False)
 
 
 def size_text(size_bytes) -> str:

@@ -5,7 +5,6 @@ sink."""
 from __future__ import annotations
 
 import json
-import sys
 
 
 class Sinks:
@@ -65,23 +64,47 @@ class Notes(_Quiet):
     """Warnings from the ranks (sizes skipped for memory, ...) on stderr (--json)."""
 
     def note(self, text: str) -> None:
-        print(f"warning: {text}", file=sys.stderr, flush=True)
+        from commbench.output.console import say
+
+        say(f"warning: {text}")
 
 
-class JsonRows(_Quiet):
-    """--json: one JSON object per row on stdout, raw samples left in the run folder."""
+class _Stdout:
+    """Rows on stdout, whose reader may leave (``| head -1``): the run goes on into
+    ``folder``, stderr says so once, nothing more is printed (no rank dies of EPIPE)."""
+
+    def __init__(self, folder: str = "the run folder") -> None:
+        self.folder = folder
+        self.left = False
+
+    def _out(self, write, *args, **kwargs) -> None:
+        if self.left:
+            return
+        try:
+            write(*args, **kwargs)
+        except BrokenPipeError:
+            from commbench.output.console import reader_left
+
+            self.left = True
+            reader_left(self.folder)
+
+
+class JsonRows(_Stdout, _Quiet):
+    """--json: one JSON object per row on stdout (JSON Lines), raw samples left in the run
+    folder."""
 
     def row(self, record: dict) -> None:
         shown = {k: v for k, v in record.items() if k != "samples_us"}
-        print(json.dumps(shown), flush=True)
+        self._out(print, json.dumps(shown), flush=True)
 
 
-class Live(Notes):
+class Live(_Stdout, Notes):
     """Rows printed as they are measured (the table grows, nccl-tests style), under a progress
     bar with an ETA on a terminal. Built in the command, started in rank 0 (not pickled live).
     """
 
-    def __init__(self, progress: bool) -> None:
+    def __init__(self, progress: bool, folder: str = "the run folder") -> None:
+        super().__init__(folder)
         self.progress = progress
         self._console = None
         self._bar = None
@@ -131,8 +154,9 @@ class Live(Notes):
         if self._bar is not None:
             self._bar.update(self._task, description=where)
 
-    def _print(self, line: str) -> None:
-        self._console.print(line, markup=False, highlight=False, soft_wrap=True)
+    def _print(self, line: str, soft_wrap: bool = True) -> None:
+        self._out(self._console.print, line, markup=False, highlight=False,
+                  soft_wrap=soft_wrap)
 
     def row(self, record: dict) -> None:
         from commbench.output import console as tables
@@ -146,9 +170,9 @@ class Live(Notes):
             self._layout = Layout(columns, [], tables.terminal_width())
             backend = f" {record['backend']}" if not self._several else ""
             self._print("")
-            self._console.print(f"# {tables.group_title(record)}{backend} "
-                                f"[{tables.timing_note(record)}]", markup=False,
-                                highlight=False)  # prose: wrapped to the terminal
+            self._print(f"# {tables.group_title(record)}{backend} "
+                        f"[{tables.timing_note(record)}]",
+                        soft_wrap=False)  # prose: wrapped to the terminal
             for line in self._layout.header():
                 self._print(line)
         where = tables.reference_key(record)

@@ -76,3 +76,24 @@ def test_the_progress_bar_shows_no_style_tag(tmp_path):
     assert code == 0, "\n".join(lines)
     assert any(re.search(r"\b[1-9]/3\b", line) for line in lines)  # the bar was drawn
     assert not [line for line in lines if "[progress." in line]
+
+
+def test_a_reader_that_leaves_early_is_not_a_failure(tmp_path):
+    """`commbench allreduce | head -1`: rank 0's stdout closes under it. The run measures on
+    into its folder, says so once on stderr, blames no rank and exits 0."""
+    proc = subprocess.Popen([sys.executable, "-m", "commbench", "allreduce", "--sizes",
+                             "8,1K,64K,1M", "--backend", "gloo", "-n", "20", "--name", "head",
+                             "--out", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.readline()  # the first line of the table, then the reader leaves
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    code = proc.wait(timeout=120)
+    assert code == 0, stderr
+    assert [line for line in stderr.splitlines() if "stdout closed" in line] == [
+        f"note: stdout closed (its reader left): measuring on, every row goes to "
+        f"{tmp_path / 'head'}"]
+    assert "lost a peer" not in stderr and "Traceback" not in stderr
+    run = json.loads((tmp_path / "head" / "run.json").read_text())
+    assert run["status"] == "complete"
+    assert len((tmp_path / "head" / "results.jsonl").read_text().splitlines()) == 4
