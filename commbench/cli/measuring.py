@@ -140,7 +140,9 @@ def _measuring_options(
     force: bool = typer.Option(OUTPUT_DEFAULTS.force, "--force",
                                help="Replace the folder of an existing --name."),
     json_rows: bool = typer.Option(OUTPUT_DEFAULTS.json_rows, "--json",
-                                   help="JSON rows on stdout, no table."),
+                                   help="JSON Lines on stdout (one object per row; jq, python "
+                                   "-m json.tool --json-lines), no table; warnings stay on "
+                                   "stderr."),
     quiet: bool = typer.Option(OUTPUT_DEFAULTS.quiet, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """A signature only: the options every measuring command may take (see _command_for)."""

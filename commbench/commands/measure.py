@@ -181,7 +181,7 @@ def _show(run, output: OutputSpec) -> int:
     wrong = sum(int(row.get("wrong", 0)) for row in rows)
     for line in slow_groups(rows):
         say(f"warning: {line}")
-    if rows and not output.json_rows:
+    if rows:  # --json keeps stderr: only stdout is for the JSON lines
         notes = unstable_notes(rows_frame(rows))
         if notes:
             say(f"warning: {len(notes)} of {len(rows)} {UNSTABLE_ADVICE}:")
@@ -190,7 +190,8 @@ def _show(run, output: OutputSpec) -> int:
             if len(notes) > SHOWN_NOTES:
                 say(f"... {len(notes) - SHOWN_NOTES} more in {run.path}/summary.md", indent="  ")
         try:
-            print(f"results: {run.path}", flush=True)
+            print(f"results: {run.path}", flush=True,
+                  file=sys.stderr if output.json_rows else sys.stdout)
         except BrokenPipeError:  # the reader left (| head): rank 0 said so while measuring
             to_devnull(sys.stdout)
     if wrong:
