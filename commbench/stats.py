@@ -163,3 +163,73 @@ UNSTABLE_ADVICE = (
     "rows are unstable: rerun with a larger --min-time or on an idle machine; compare treats "
     "them as noisy"
 )
+
+
+# ---- the interval of a ratio of medians, for compare ------------------------------------------
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 17  # fixed: the same two runs always get the same verdicts
+
+# A side of a comparison: launches, each a list of rounds, each the samples (blocks) it timed.
+Nested = list[list[np.ndarray]]
+
+
+def pseudo_rounds(samples: np.ndarray) -> list[np.ndarray]:
+    """Contiguous batches of a size's samples for a row that kept no rounds: batches as long
+    as the samples' correlation length n / n_eff (neighbouring blocks drift together), so the
+    bootstrap resamples nearly independent pieces, as a block bootstrap does."""
+    n = samples.size
+    length = max(1, math.ceil(n / max(effective_size(samples), 1.0)))
+    return [samples[i:i + length] for i in range(0, n, length)]
+
+
+def resampled_medians(launches: Nested, rng: np.random.Generator,
+                      resamples: int = BOOTSTRAP_RESAMPLES) -> np.ndarray:
+    """Medians of ``resamples`` hierarchical bootstrap copies of a side: launches with
+    replacement, then rounds within each chosen launch, then samples within each chosen
+    round; each copy keeps the original's shape (launch, round and sample slots).
+
+    Resampling every level counts each level's spread (a slow launch, a slow round, a noisy
+    round); the within-round level is counted a second time through the round medians, which
+    errs towards wider intervals, the safe side for a gate.
+    """
+    rounds = [r for launch in launches for r in launch if r.size]
+    per_launch = np.array([sum(1 for r in launch if r.size) for launch in launches])
+    keep = per_launch > 0
+    per_launch = per_launch[keep]
+    values = np.concatenate(rounds)
+    lengths = np.array([r.size for r in rounds])
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    first_round = np.concatenate([[0], np.cumsum(per_launch)[:-1]])
+    count = per_launch.size
+    launch_of_slot = np.repeat(np.arange(count), per_launch)  # round slot -> launch slot
+    chosen_launch = rng.integers(0, count, (resamples, count))[:, launch_of_slot]
+    within = (rng.random(chosen_launch.shape) * per_launch[chosen_launch]).astype(np.int64)
+    chosen_round = first_round[chosen_launch] + within  # resamples x round slots
+    round_of_slot = np.repeat(np.arange(lengths.size), lengths)  # sample slot -> round slot
+    picked = chosen_round[:, round_of_slot]  # resamples x sample slots
+    index = starts[picked] + (rng.random(picked.shape) * lengths[picked]).astype(np.int64)
+    return np.median(values[index], axis=1)
+
+
+@dataclass(frozen=True)
+class RatioInterval:
+    """new / base of the medians, with the bootstrap's interval and two-sided p-value."""
+
+    lo: float
+    hi: float
+    p_value: float
+
+
+def ratio_interval(base: Nested, new: Nested, confidence: float = CONFIDENCE,
+                   seed: int = BOOTSTRAP_SEED) -> RatioInterval:
+    """Percentile bootstrap interval of median(new) / median(base), each side resampled on
+    its own (the runs are independent). ``p_value``: twice the share of copies on the far
+    side of 1, (k + 1) / (B + 1) so that it is never 0."""
+    rng = np.random.default_rng(seed)
+    ratios = resampled_medians(new, rng) / resampled_medians(base, rng)
+    alpha = 1 - confidence
+    lo, hi = np.quantile(ratios, [alpha / 2, 1 - alpha / 2])
+    tail = min(np.count_nonzero(ratios <= 1), np.count_nonzero(ratios >= 1))
+    p_value = min(1.0, 2 * (tail + 1) / (ratios.size + 1))
+    return RatioInterval(float(lo), float(hi), p_value)

@@ -1,31 +1,46 @@
 """Compare loaded runs (or backends within one run): ratios, significance, verdicts, and every
 gap a CI gate must not hide.
 
-Data in, data out; never imports torch. A row is ``slower`` only when the change exceeds the
-threshold **and** the two 95 % confidence intervals of the median do not overlap **and** neither
-side was flagged unstable; a change beyond the threshold that fails either test is ``noisy``
-(asv marks it ``~``), not ``same``. Unstable sides are excluded because their intervals are
-not to be trusted: a size whose blocks switched between a fast and a slow mode of the machine
-(block p99 over 3x the median) can look precise within its run and still land in the other
-mode in the next run, and a gate must not fail on that.
+Data in, data out; never imports torch. The verdict rule lives in ``verdict`` alone: a row is
+``slower`` (``faster``) when the ratio of medians is beyond the threshold **and** significant,
+its 95 % interval entirely above (below) 1. The interval comes from the spread each run
+measured: a bootstrap of the median over the run's launches, then its rounds, then the blocks
+of a round (stats.ratio_interval), each side resampled on its own; a row that kept no rounds is
+resampled in batches of correlated blocks. An ``unstable`` mark widens nothing by itself and
+vetoes nothing: the samples that made it unstable are in the bootstrap. A change beyond the
+threshold that is not significant is ``noisy`` (asv marks it ``~``), not ``same``. Rows without
+raw samples (imported ones) fall back to their stored intervals: [lo_new / hi_base,
+hi_new / lo_base].
 
 Rows are paired only when they measured the same thing (results.schema.KEY_COLUMNS: op,
 pattern, backend, dtype, reduce op, in-place, device, root, rank-time, mesh, dim, group size,
 group, peers, world size, size). Rows of the same op and size that differ in the rest are kept
-apart and named; sizes one side lacks are named; a partial or failed run is named.
+apart and named; sizes one side lacks are named; a partial or failed run is named. Rows of
+several launches of one run (``--repeat``) are pooled into one before pairing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from commbench.errors import UsageError
 from commbench.results import Run, meta_value
 from commbench.results.schema import IDENTITY_COLUMNS, KEY_COLUMNS, op_label
 from commbench.sizes import format_size, parse_size
+from commbench.stats import (
+    CONFIDENCE,
+    Nested,
+    pseudo_rounds,
+    ratio_interval,
+    resampled_medians,
+)
 
 METRICS = ("lat_us_p50", "busbw_gbps")
 VERDICTS = ("slower", "faster", "noisy", "same")
+BOOTSTRAP_TEST = "bootstrap ratio of medians"
+STORED_TEST = "stored intervals"
 # Metadata that makes a comparison suspect when it differs between runs.
 SUSPECT_FIELDS = (
     ("world size", ("world_size",)),
@@ -145,6 +160,76 @@ def _series_name(record: dict) -> str:
     return f"{op}{backend}{where}"
 
 
+def verdict(ratio: float, lo: float, hi: float, threshold: float) -> str:
+    """The one rule: ``ratio`` is new time / base time, (lo, hi) its 95 % interval."""
+    if ratio > 1 + threshold:
+        return "slower" if lo > 1 else "noisy"
+    if ratio * (1 + threshold) < 1:
+        return "faster" if hi < 1 else "noisy"
+    return "same"
+
+
+def rounds_of(row: dict) -> list[np.ndarray]:
+    """A row's samples cut into its rounds (``round_samples``: blocks per round), or into
+    batches of correlated blocks when it kept one round or none."""
+    samples = np.asarray(row.get("samples_us") or [], dtype=np.float64)
+    counts = row.get("round_samples") or []
+    if len(counts) >= 2 and sum(counts) == samples.size:
+        return np.split(samples, np.cumsum(counts)[:-1])
+    return pseudo_rounds(samples) if samples.size else []
+
+
+def pool_launches(rows: list[dict], keys=KEY_COLUMNS) -> tuple[list[dict], list[Nested]]:
+    """Rows of one run, one per measurement: the launches of ``--repeat`` (rows that share
+    ``keys`` and differ in ``launch``) pooled into one row whose median is over all their
+    samples. Returns the rows and, per row, its launches' rounds (for the bootstrap)."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(tuple(_plain(row.get(k)) for k in keys), []).append(row)
+    pooled, nested = [], []
+    for part in groups.values():
+        launches = [rounds_of(row) for row in part]
+        nested.append(launches)
+        kept_rounds = all(len(row.get("round_samples") or []) >= 2 for row in part)
+        levels = "rounds" if kept_rounds else "batches of blocks"
+        if len(part) > 1:
+            levels = f"launches, {levels}"
+        if len(part) == 1:
+            pooled.append({**part[0], "_levels": levels})
+            continue
+        first = part[0]
+        samples = np.concatenate([r for launch in launches for r in launch])
+        p50 = float(np.median(samples)) if samples.size else first["lat_us_p50"]
+        scale = first["lat_us_p50"] / p50 if p50 else 1.0
+        row = {**first, "lat_us_p50": p50, "launches": len(part), "_levels": levels,
+               "algbw_gbps": first.get("algbw_gbps", 0.0) * scale,
+               "busbw_gbps": first.get("busbw_gbps", 0.0) * scale,
+               "unstable": "; ".join(dict.fromkeys(r.get("unstable") or "" for r in part
+                                                   if r.get("unstable")))}
+        if samples.size:
+            medians = resampled_medians(launches, np.random.default_rng(0))
+            alpha = (1 - CONFIDENCE) / 2
+            row["lat_us_ci_lo"], row["lat_us_ci_hi"] = (
+                float(v) for v in np.quantile(medians, [alpha, 1 - alpha]))
+        pooled.append(row)
+    return pooled, nested
+
+
+def _significance(base: Nested, new: Nested, record: dict) -> tuple[float, float, str, float]:
+    """(lo, hi) of the time ratio new / base, the test's name, its p-value (NaN: none)."""
+    if base and new and any(r.size for launch in base for r in launch) and any(
+            r.size for launch in new for r in launch):
+        found = ratio_interval(base, new)
+        levels = record["_levels_new"] if record["_levels_new"] == record["_levels_base"] else (
+            f"{record['_levels_base']} vs {record['_levels_new']}")
+        return found.lo, found.hi, f"{BOOTSTRAP_TEST} over {levels}", found.p_value
+    lo = record["lat_us_ci_lo_new"] / record["lat_us_ci_hi_base"] if record[
+        "lat_us_ci_hi_base"] else float("nan")
+    hi = record["lat_us_ci_hi_new"] / record["lat_us_ci_lo_base"] if record[
+        "lat_us_ci_lo_base"] else float("nan")
+    return lo, hi, STORED_TEST, float("nan")
+
+
 def compare_rows(base_rows, new_rows, metric: str = "lat_us_p50", threshold: float = 0.05,
                  sizes: list[tuple[int, int]] | None = None, keys=KEY_COLUMNS):
     """Pair rows on ``keys``; returns (pairs frame, apart messages, missing messages)."""
@@ -153,8 +238,12 @@ def compare_rows(base_rows, new_rows, metric: str = "lat_us_p50", threshold: flo
     if not threshold >= 0:
         raise UsageError(f"bad --threshold {threshold}: it must not be negative")
     keys = list(keys)
-    base, new = _frame(base_rows, sizes), _frame(new_rows, sizes)
-    values = [metric, "lat_us_ci_lo", "lat_us_ci_hi", "lat_us_p50", "unstable"]
+    base_rows, base_nested = pool_launches(base_rows, keys)
+    new_rows, new_nested = pool_launches(new_rows, keys)
+    base = _frame([{**r, "_index": i} for i, r in enumerate(base_rows)], sizes)
+    new = _frame([{**r, "_index": i} for i, r in enumerate(new_rows)], sizes)
+    values = [metric, "lat_us_ci_lo", "lat_us_ci_hi", "lat_us_p50", "unstable", "_index",
+              "_levels"]
     columns = list(dict.fromkeys([*keys, *values]))
     joined = base.reindex(columns=columns).merge(new.reindex(columns=columns), on=keys,
                                                  suffixes=("_base", "_new"))
@@ -169,28 +258,32 @@ def compare_rows(base_rows, new_rows, metric: str = "lat_us_p50", threshold: flo
     for side in ("base", "new"):
         joined[f"ci_lo_{side}"] = joined[f"lat_us_ci_lo_{side}"]
         joined[f"ci_hi_{side}"] = joined[f"lat_us_ci_hi_{side}"]
-    # The median's interval in time; bandwidth is size / time, so overlap is the same test.
-    disjoint = (joined["lat_us_ci_hi_base"] < joined["lat_us_ci_lo_new"]) | (
-        joined["lat_us_ci_hi_new"] < joined["lat_us_ci_lo_base"]
-    )
-    slower = joined["lat_us_p50_new"] > joined["lat_us_p50_base"] * (1 + threshold)
-    faster = joined["lat_us_p50_new"] * (1 + threshold) < joined["lat_us_p50_base"]
-    if metric == "busbw_gbps":  # barrier rows have no bandwidth: judge them by time as well
-        slower = (n * (1 + threshold) < b) | ((b == 0) & slower)
-        faster = (n > b * (1 + threshold)) | ((b == 0) & faster)
+    found = [_significance(base_nested[int(r["_index_base"])], new_nested[int(r["_index_new"])],
+                           r) for r in joined.to_dict("records")]
+    time_ratio = joined["lat_us_p50_new"] / joined["lat_us_p50_base"]
+    lo = [f[0] for f in found]
+    hi = [f[1] for f in found]
+    joined["test"] = [f[2] for f in found]
+    joined["p_value"] = [f[3] for f in found]
+    # The rule judges time; on bandwidth a row is slower when its bandwidth dropped beyond
+    # the threshold (barrier rows have no bandwidth: their time decides).
+    judged = time_ratio if metric != "busbw_gbps" else (b / n).where(b != 0, time_ratio)
+    joined["verdict"] = [verdict(float(r), low, high, threshold)
+                         for r, low, high in zip(judged, lo, hi, strict=True)]
+    if metric == "busbw_gbps":  # the interval of the bandwidth ratio is the inverse
+        joined["ratio_lo"] = [1 / h if h else float("nan") for h in hi]
+        joined["ratio_hi"] = [1 / low if low else float("nan") for low in lo]
+    else:
+        joined["ratio_lo"], joined["ratio_hi"] = lo, hi
+    joined["significant"] = [low > 1 or high < 1 for low, high in zip(lo, hi, strict=True)]
     unstable = joined["unstable_base"].fillna("").astype(bool) | joined[
         "unstable_new"
     ].fillna("").astype(bool)
-    significant = disjoint & ~unstable
-    joined["significant"] = significant
-    joined["verdict"] = "same"
-    joined.loc[(slower | faster) & ~significant, "verdict"] = "noisy"
-    joined.loc[slower & significant, "verdict"] = "slower"
-    joined.loc[faster & significant, "verdict"] = "faster"
     joined["note"] = ""
     joined.loc[unstable, "note"] = "unstable"
-    kept = [*keys, "baseline", "new", "ratio", "delta_us", "ci_lo_base", "ci_hi_base",
-            "ci_lo_new", "ci_hi_new", "verdict", "significant", "note"]
+    kept = [*keys, "baseline", "new", "ratio", "ratio_lo", "ratio_hi", "delta_us",
+            "ci_lo_base", "ci_hi_base", "ci_lo_new", "ci_hi_new", "test", "p_value",
+            "verdict", "significant", "note"]
     return joined[kept], apart, missing
 
 

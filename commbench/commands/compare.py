@@ -30,7 +30,8 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
     notes = _notes(runs, result)
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
-    columns, rows = tables.table_records(result.frame, metric)
+    columns, rows = with_ratio_interval(*tables.table_records(result.frame, metric),
+                                        result.frame)
     summary = _summary(result, threshold, metric)
     if json_rows:
         for record in result.frame.to_dict("records"):
@@ -50,9 +51,10 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
         layout = Layout(columns, rows, tables.terminal_width())
         for line in layout.header():
             console.print(line, style="bold", markup=False, highlight=False, soft_wrap=True)
+        verdict = [c.name for c in columns].index("verdict")
         for cells in rows:
             for line in layout.row(cells):
-                console.print(line, style=STYLES.get(cells[9]), markup=False,
+                console.print(line, style=STYLES.get(cells[verdict]), markup=False,
                               highlight=False, soft_wrap=True)
         console.print(summary, markup=False, soft_wrap=True)
     if markdown:
@@ -76,6 +78,18 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
             print(f"error: {'; '.join(reasons)}", file=sys.stderr)
             return EXIT_FINDING
     return EXIT_OK
+
+
+def with_ratio_interval(columns, rows, frame):
+    """The table's columns with the ratio's 95 % interval after the ratio (the verdict's
+    evidence: slower needs all of it above 1)."""
+    from commbench.output.tables import Column
+
+    at = [c.name for c in columns].index("ratio") + 1
+    cells = [f"{lo:.2f}-{hi:.2f}" if lo == lo and hi == hi else "-"
+             for lo, hi in zip(frame["ratio_lo"], frame["ratio_hi"], strict=True)]
+    columns = [*columns[:at], Column("ratio CI", "95%", drop=2), *columns[at:]]
+    return columns, [[*row[:at], cell, *row[at:]] for row, cell in zip(rows, cells, strict=True)]
 
 
 def _notes(runs, result: Comparison) -> list[str]:

@@ -9,6 +9,9 @@ from commbench.stats import (
     effective_size,
     instability,
     median_ci,
+    pseudo_rounds,
+    ratio_interval,
+    resampled_medians,
     summarize,
 )
 
@@ -89,3 +92,45 @@ def test_tails_come_from_single_calls_when_given():
     assert stats.max == 500.0 and stats.min == 9.0
     # linear interpolation: 1 % of the way from the 99th call (9) to the 100th (500)
     assert stats.p99 == pytest.approx(9.0 + 0.01 * 491.0)
+
+
+def _rounds(rng, levels, per_round=20, sigma=0.05):
+    return [level * rng.lognormal(0, sigma, per_round) for level in levels]
+
+
+def test_the_ratio_interval_excludes_one_for_a_real_shift_and_not_for_noise():
+    rng = np.random.default_rng(1)
+    base = [_rounds(rng, [100, 104, 98, 101, 99])]
+    same = [_rounds(rng, [101, 97, 103, 100, 99])]
+    slower = [_rounds(rng, [150, 156, 147, 151, 149])]
+    shifted = ratio_interval(base, slower)
+    assert 1.3 < shifted.lo < 1.5 < shifted.hi < 1.7 and shifted.p_value < 0.01
+    quiet = ratio_interval(base, same)
+    assert quiet.lo < 1 < quiet.hi and quiet.p_value > 0.05
+    assert ratio_interval(base, slower) == shifted  # seeded: the same answer every time
+
+
+def test_the_spread_between_rounds_and_launches_widens_the_interval():
+    """The same samples: as one round (blocks resampled alone), as rounds whose levels differ,
+    and as launches whose levels differ; each level's spread must show in the interval."""
+    rng = np.random.default_rng(2)
+    rounds = _rounds(rng, [80, 120, 90, 110, 100, 95], sigma=0.02)
+    flat = [[np.concatenate(rounds)]]
+
+    def width(nested):
+        medians = resampled_medians(nested, np.random.default_rng(0))
+        low, high = np.quantile(medians, [0.025, 0.975])
+        return high - low
+
+    assert width([rounds]) > 3 * width(flat)
+    launches = [_rounds(rng, [level] * 5, sigma=0.01) for level in (95, 100, 105, 110, 90, 102)]
+    assert width(launches) > 1.5 * width([[r for launch in launches for r in launch]])
+
+
+def test_pseudo_rounds_follow_the_correlation_of_the_blocks():
+    rng = np.random.default_rng(3)
+    independent = rng.normal(100, 1, 200)
+    drifting = np.repeat(rng.normal(100, 5, 20), 10) + rng.normal(0, 0.1, 200)
+    assert len(pseudo_rounds(independent)) > 100
+    assert len(pseudo_rounds(drifting)) < 40
+    assert sum(r.size for r in pseudo_rounds(drifting)) == 200
