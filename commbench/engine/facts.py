@@ -41,9 +41,29 @@ def host_facts(local_rank: int, devices: list[str]) -> dict:
         props = torch.cuda.get_device_properties(index)
         facts["gpu"] = props.name
         facts["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
-        facts["pci_bus_id"] = getattr(props, "pci_bus_id", None)
+        facts["pci_bus_id"] = pci_address(props)
+        facts["gpu_uuid"] = gpu_uuid(props)
         facts["cuda_device"] = index
     return facts
+
+
+def gpu_uuid(props) -> str | None:
+    """The device's UUID where torch exposes it (``uuid`` of the device properties, on recent
+    torch): the one name of a GPU that no host layout can make two GPUs share."""
+    uuid = getattr(props, "uuid", None)
+    return str(uuid) if uuid is not None else None
+
+
+def pci_address(props) -> str | None:
+    """The full PCI address ``domain:bus:device`` of the device, or None where torch does not
+    give all three. torch's ``pci_bus_id`` is the bus *number* alone: hosts that give each GPU
+    its own PCI domain show the same bus number for different GPUs."""
+    parts = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id",
+                                                      "pci_device_id")]
+    if any(not isinstance(part, int) for part in parts):
+        return None
+    domain, bus, device = parts
+    return f"{domain:04x}:{bus:02x}:{device:02x}"
 
 
 def versions() -> dict:

@@ -46,18 +46,29 @@ def pick_device(local_rank: int, visible: int, nccl: bool) -> int:
 
 
 def shared_gpu(hosts: list[dict]) -> str:
-    """Two ranks of one node bound to one GPU (NCCL refuses that, late and cryptically)."""
+    """Two ranks of one node bound to one GPU (NCCL refuses that, late and cryptically).
+
+    A GPU is known by its UUID, else by its full PCI address (domain:bus:device), never by the
+    bus number alone, which GPUs in different PCI domains share; a rank whose GPU has neither
+    is not compared."""
     seen: dict[tuple, int] = {}
     for rank, found in enumerate(hosts):
-        bus = found.get("pci_bus_id")
-        if bus is None:
+        gpu = _gpu_identity(found)
+        if gpu is None:
             continue
-        key = (found.get("host"), found.get("node"), bus)
+        key = (found.get("host"), found.get("node"), gpu)
         if key in seen:
+            where = found.get("pci_bus_id") or gpu
             return (f"ranks {seen[key]} and {rank} on {found.get('host')} both use the GPU at "
-                    f"{bus}: give each rank its own GPU (CUDA_VISIBLE_DEVICES, --gpus-per-task)")
+                    f"{where}: give each rank its own GPU (CUDA_VISIBLE_DEVICES, "
+                    "--gpus-per-task)")
         seen[key] = rank
     return ""
+
+
+def _gpu_identity(found: dict) -> str | None:
+    pci = found.get("pci_bus_id")
+    return found.get("gpu_uuid") or (pci if isinstance(pci, str) and ":" in pci else None)
 
 
 def mesh_members(shape: tuple[int, ...], axis: int) -> tuple[tuple[int, ...], ...]:
