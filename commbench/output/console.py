@@ -99,9 +99,16 @@ def _number(value, digits: int) -> str:
     return "-" if value is None or value != value else f"{value:.{digits}f}"
 
 
+def checked(record: dict) -> bool:
+    """Whether the row's results were verified (not --no-check / -c 0, a barrier, or an import
+    whose tool checked nothing): validation 'off: <why>' says not."""
+    validation = record.get("validation")
+    return not (isinstance(validation, str) and validation.startswith("off"))
+
+
 def sweep_cells(record: dict) -> list[str]:
     """A row's cells in SWEEP order; an op without data (barrier) shows '-' for its type and
-    bandwidths."""
+    bandwidths, and #wrong is N/A where nothing was checked (as in nccl-tests)."""
     data = bool(record["size_bytes"])
     return [
         size_text(record["size_bytes"]),
@@ -110,7 +117,7 @@ def sweep_cells(record: dict) -> list[str]:
         _number(record["lat_us_p50"], 1),
         _number(record["algbw_gbps"], 3) if data else "-",
         _number(record["busbw_gbps"], 3) if data else "-",
-        str(int(record["wrong"])),
+        str(int(record["wrong"])) if checked(record) else "N/A",
         _number(record["lat_us_p99"], 1),
         _number(record["skew_pct"], 1),
     ]
@@ -198,6 +205,28 @@ def table_groups(frame) -> list[tuple[str, list[str], list[list[str]]]]:
             title += " (in place)" if part[0].get("inplace") else " (out of place)"
         groups.append((f"{title} [{timing_note(part[0])}]", headers_of(columns), rows))
     return groups
+
+
+def footer_lines(records: list[dict]) -> list[str]:
+    """nccl-tests' closing lines, which scripts grep: the wrong elements of every checked row
+    ('0 OK' or 'N FAILED'; N/A when nothing was checked) and the mean busbw over the sizes
+    of a table (nccl-tests averages every row it printed; per-group rows are not counted
+    twice). A line per table when a run has several."""
+    verified = [r for r in records if checked(r)]
+    wrong = sum(int(r.get("wrong") or 0) for r in verified)
+    bounds = f"{wrong} {'FAILED' if wrong else 'OK'}" if verified else "N/A (nothing checked)"
+    lines = [f"# Out of bounds values : {bounds}"]
+    tables: dict[tuple, list[float]] = {}
+    for record in records:
+        if record["size_bytes"] and is_combined(record):
+            key = (group_title(record), record["backend"])
+            tables.setdefault(key, []).append(float(record["busbw_gbps"]))
+    for (title, backend), values in tables.items():
+        which = f"  ({title} {backend})" if len(tables) > 1 else ""
+        lines.append(f"# Avg bus bandwidth    : {sum(values) / len(values):.3f} GB/s{which}")
+    if not tables:
+        lines.append("# Avg bus bandwidth    : N/A (no data moved)")
+    return lines
 
 
 def _group_order(record: dict) -> int:

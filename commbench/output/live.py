@@ -115,6 +115,7 @@ class Live(_Stdout, Notes):
         self._first_backend = ""
         self._several = False
         self._per_group = False
+        self._footer_rows: list[dict] = []  # what the footer needs of every row
 
     def begin(self, meta: dict, planned: int) -> None:
         from commbench.output.console import make_console
@@ -181,6 +182,9 @@ class Live(_Stdout, Notes):
         cells = tables.sweep_row(record, per_group, self._several, self._first_times.get(where))
         for line in self._layout.row(cells):
             self._print(line)
+        self._footer_rows.append({k: record.get(k) for k in (
+            "op", "pattern", "mesh", "dim", "groups", "group_size", "span", "group", "backend",
+            "size_bytes", "busbw_gbps", "wrong", "validation")})
         if self._bar is not None:
             self._bar.advance(self._task)
 
@@ -188,3 +192,10 @@ class Live(_Stdout, Notes):
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+        if self._footer_rows:
+            from commbench.output.console import footer_lines
+
+            self._print("")
+            for line in footer_lines(self._footer_rows):
+                self._print(line, soft_wrap=False)  # a long table name wraps
+            self._footer_rows = []

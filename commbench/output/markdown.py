@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commbench.output.console import table_groups, unstable_notes
+from commbench.output.console import footer_lines, table_groups, unstable_notes
 from commbench.stats import UNSTABLE_ADVICE
 
 
@@ -27,6 +27,7 @@ def summary_markdown(frame, title: str, meta: dict, slow: list[str] | None = Non
         parts += ["", f"> error: {meta['error']}"]
     for group_title, headers, rows in table_groups(frame):
         parts += ["", f"## {group_title}", "", markdown_table(headers, rows)]
+    parts += ["", "```", *footer_lines(frame.to_dict("records")), "```"]
     if slow:
         parts += ["", "**Slow groups**:", ""] + [f"- {line}" for line in slow]
     notes = unstable_notes(frame)

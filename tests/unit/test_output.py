@@ -31,3 +31,46 @@ def test_help_says_json_is_json_lines(capsys):
     with pytest.raises(SystemExit):
         main(["allreduce", "--help"])
     assert "JSON Lines" in " ".join(capsys.readouterr().out.replace("│", " ").split())
+
+
+def _row(**fields):
+    row = {"op": "allreduce", "pattern": "", "mesh": "", "dim": "", "backend": "gloo",
+           "size_bytes": 1024, "count": 256, "dtype": "float32", "lat_us_p50": 10.0,
+           "algbw_gbps": 1.0, "busbw_gbps": 1.0, "wrong": 0, "lat_us_p99": 20.0,
+           "skew_pct": 0.0, "validation": "full", "group": None}
+    return {**row, **fields}
+
+
+def test_the_footer_is_nccl_tests_and_counts_only_what_was_checked():
+    from commbench.output.console import footer_lines
+
+    rows = [_row(busbw_gbps=1.0), _row(size_bytes=2048, busbw_gbps=3.0, wrong=2),
+            _row(busbw_gbps=99.0, group=0)]  # a --per-group row: not counted twice
+    assert footer_lines(rows) == ["# Out of bounds values : 2 FAILED",
+                                  "# Avg bus bandwidth    : 2.000 GB/s"]
+    assert footer_lines(rows[:1])[0] == "# Out of bounds values : 0 OK"
+    unchecked = [_row(validation="off: --no-check", wrong=0)]
+    assert footer_lines(unchecked)[0] == "# Out of bounds values : N/A (nothing checked)"
+    barrier = [_row(op="barrier", size_bytes=0, validation="off: a barrier moves no data")]
+    assert footer_lines(barrier)[1] == "# Avg bus bandwidth    : N/A (no data moved)"
+    two = footer_lines([_row(), _row(op="allgather", busbw_gbps=0.5)])
+    assert two[1:] == ["# Avg bus bandwidth    : 1.000 GB/s  (allreduce gloo)",
+                       "# Avg bus bandwidth    : 0.500 GB/s  (allgather gloo)"]
+
+
+def test_wrong_is_na_where_nothing_was_checked():
+    from commbench.output.console import SWEEP, sweep_cells
+
+    wrong = [c.name for c in SWEEP].index("#wrong")
+    assert sweep_cells(_row())[wrong] == "0"
+    assert sweep_cells(_row(validation="off: --no-check"))[wrong] == "N/A"
+    assert sweep_cells(_row(validation="partial: int8 wraps"))[wrong] == "0"
+
+
+def test_summary_md_ends_with_the_footer():
+    from commbench.output.markdown import summary_markdown
+    from commbench.results import rows_frame
+
+    run = load_run(str(FIXTURES / "model-exact"))
+    text = summary_markdown(rows_frame(run.rows), run.name, run.meta)
+    assert "```\n# Out of bounds values : 0 OK\n# Avg bus bandwidth    : " in text
