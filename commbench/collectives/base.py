@@ -55,9 +55,24 @@ class OpContext:
     ranks: tuple[int, ...] = ()  # the group's global ranks in group order; () = the world
     pairs: tuple[tuple[int, int], ...] = ()  # p2p: chosen (sender, receiver) group ranks
     window: int = 64  # p2p unidir/bidir: messages in flight (p2p.WINDOW, OSU's -W)
+    backend: str = ""  # the group's backend (nccl, gloo); '' = ask the group, see backend_of
 
     def global_rank(self, rank: int) -> int:
         return self.ranks[rank] if self.ranks else rank
+
+
+def backend_of(ctx: OpContext) -> str:
+    """The backend of the group an op runs in: ``ctx.backend``, else torch's answer for the
+    group, else '' (no group: a memory estimate). What a backend computes differs (NCCL's
+    float average, below) and so does what it requires (NCCL's first batched p2p call)."""
+    if ctx.backend or ctx.group is None:
+        return ctx.backend
+    try:
+        import torch.distributed as dist
+
+        return str(dist.get_backend(ctx.group)).lower()
+    except Exception:  # a fake group in a test, or torch without the group any more
+        return ""
 
 
 class Collective:

@@ -14,7 +14,7 @@ in the pair patterns and is left out of the row's time and skew.
 from __future__ import annotations
 
 from commbench.collectives import data
-from commbench.collectives.base import Buffers, Collective, Layout, OpContext
+from commbench.collectives.base import Buffers, Collective, Layout, OpContext, backend_of
 
 PATTERNS = ("pingpong", "unidir", "bidir", "ring")
 WINDOW = 64  # osu_bw's window: messages in flight per iteration (--window)
@@ -86,6 +86,8 @@ class PointToPoint(Collective):
         import torch.distributed as dist
 
         send, recv, group = bufs.send, bufs.recv, ctx.group
+        if ctx.pattern != "pingpong" and backend_of(ctx) == "nccl":
+            _open_communicator(dist, send, group)
         if ctx.pattern == "ring":
             ops = [
                 dist.P2POp(dist.isend, send, ctx.global_rank((ctx.rank + 1) % ctx.world), group),
@@ -109,6 +111,17 @@ class PointToPoint(Collective):
             return _then(_batch(dist, ops), lambda: dist.recv(ack, peer, group))
         ops = [dist.P2POp(dist.irecv, recv, peer, group) for _ in range(window)]
         return _then(_batch(dist, ops), lambda: dist.send(ack, peer, group))
+
+
+def _open_communicator(dist, like, group) -> None:
+    """A barrier every rank of the group makes, idle ones included, before the first batched
+    call. NCCL makes a group's communicator on its first call, and torch requires every rank
+    of the group to take part when that first call is a ``batch_isend_irecv``: a batch between
+    a pair of a mesh group (or of the world, on older torch) hangs the pair until --timeout.
+    The ranks bind the call together (outside the timed loop), so they all get here; a barrier
+    is not wrapped by fault injection, so a broken collective cannot skip it."""
+    device_ids = [like.device.index] if like.is_cuda else None
+    dist.barrier(group=group, device_ids=device_ids)
 
 
 def _batch(dist, ops):
