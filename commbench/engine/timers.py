@@ -100,16 +100,24 @@ class CudaGraphTimer:
     Graphs are kept per (call object, iteration count) and the call object itself is held in
     the key: a key of ``id(call)`` could be reused by the next size's call once the previous one
     is freed, and that size would replay the previous size's graph and report its time.
+
+    After a capture the ranks meet in ``barrier`` before anything replays (nccl-tests does the
+    same): a rank that finished capturing first would otherwise time, in its first replay, the
+    other ranks' capture. Every rank captures at the same block (the block counts are shared),
+    so the barrier is one all of them make. It runs on the host, so it goes through the control
+    channel (gloo), never the measured NCCL group; by default, the default group (the control
+    group commbench's ranks form), when one exists.
     """
 
     name = "cuda-graph"
     times_single_calls = False
 
-    def __init__(self, torch_module=None, events=None) -> None:
+    def __init__(self, torch_module=None, events=None, barrier: Call | None = None) -> None:
         if torch_module is None:
             import torch as torch_module
         self._torch = torch_module
         self._events = events or CudaEventTimer()
+        self._barrier = barrier or _default_group_barrier
         self._graphs: dict[tuple[Call, int], Any] = {}
 
     def block(self, call: Call, iters: int) -> float:
@@ -126,10 +134,37 @@ class CudaGraphTimer:
             graph = torch.cuda.CUDAGraph()
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+            with torch.cuda.stream(stream), capture(torch, graph, stream):
                 for _ in range(iters):
                     call()
             torch.cuda.current_stream().wait_stream(stream)
             torch.cuda.synchronize()
+            self._barrier()
             self._graphs[key] = graph
         return graph
+
+
+def capture(torch, graph, stream):
+    """``torch.cuda.graph`` in thread-local capture-error mode, as nccl-tests captures
+    (cudaStreamCaptureModeThreadLocal): in the default global mode, a CUDA call another thread
+    makes during the capture (NCCL's watchdog and proxy threads query events) is an
+    error that breaks the capture. torch releases without the keyword capture in their own mode.
+    (A torch-version shim: it belongs in compat.py.)"""
+    import inspect
+
+    try:
+        takes_mode = "capture_error_mode" in inspect.signature(torch.cuda.graph).parameters
+    except (TypeError, ValueError):  # no signature to read
+        takes_mode = False
+    if takes_mode:
+        return torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local")
+    return torch.cuda.graph(graph, stream=stream)
+
+
+def _default_group_barrier() -> None:
+    """A barrier on torch.distributed's default group (commbench's gloo control group), or
+    nothing outside a distributed run (one process, a test)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
