@@ -143,7 +143,12 @@ class Collective:
         return max(1, count // ctx.world)
 
     def pattern(self, ctx: OpContext, count: int) -> data.ReducePattern:
-        return data.reduce_pattern(ctx.reduce_op, ctx.dtype, ctx.world, self.chunk(ctx, count))
+        """The reduce pattern for this size; an average is predicted the way the group's
+        backend computes it (NCCL premultiplies floats by 1/n: data.premultiplies_avg)."""
+        premultiplied = (ctx.reduce_op == "avg"
+                         and data.premultiplies_avg(backend_of(ctx), ctx.dtype))
+        return data.reduce_pattern(ctx.reduce_op, ctx.dtype, ctx.world, self.chunk(ctx, count),
+                                   premultiplied)
 
     def input_values(self, ctx: OpContext, count: int) -> data.Values:
         """This rank's input: its row of the reduce pattern, or its own progression."""

@@ -16,12 +16,13 @@ claims a check it did not make.
 How. Element ``i`` takes column ``q = i mod Q`` of a per-rank table, with ``Q`` the smallest
 period above n at which chunk s, starting at column ``s·L mod Q``, starts at a column of its
 own, and when the expected values of the Q columns are all different (an alphabet of at least
-Q values), (a) and (c) hold. Sums and averages use
-small non-negative integers from every rank (or from two ranks per column when the dtype has
-no room for all n); products use powers of two, the same construction on their exponents;
-minima and maxima give each column's extreme value to one rank, a different rank for
-neighbouring columns, so no rank's input is the result on a whole chunk. Data ops (allgather,
-broadcast, ...) give each (source, chunk) its own arithmetic progression modulo a prime P.
+Q values), (a) and (c) hold. Sums and averages use small non-negative integers from every
+rank (or from two ranks per column when the dtype has no room for all n), except NCCL's float
+average (a sum of x·(1/n) with 1/n rounded in the dtype), which gets one non-zero input per
+column; products use powers of two, the same construction on their exponents; minima and
+maxima give each column's extreme value to one rank, a different rank for neighbouring columns,
+so no rank's input is the result on a whole chunk. Data ops (allgather, broadcast, ...) give
+each (source, chunk) its own arithmetic progression modulo a prime P.
 
 Fills and checks run in chunks of elements so that validation adds O(chunk) memory, not another
 buffer (SPEC §4). torch is imported inside the functions to keep ``commbench --help`` free of it.
@@ -237,10 +238,69 @@ def _two_ranks(world: int, expected, scale: int):
     return table
 
 
+def premultiplies_avg(backend: str, dtype: str) -> bool:
+    """Whether ``backend`` averages ``dtype`` as a premultiplied sum. NCCL's ncclAvg on floating
+    types is ncclPreMulSum with 1/n (src/enqueue.cc): every rank's input is multiplied by 1/n,
+    rounded in the dtype, and the products are summed, so the average of n·y is not Σy unless n
+    is a power of two; on integers NCCL sums then divides (SumPostDiv), and gloo sums then
+    divides on every dtype, which the dense patterns predict exactly."""
+    return backend == "nccl" and dtype in FLOAT_EXACT
+
+
+def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 ``values`` rounded (to nearest, ties to even) to ``dtype``, as float64. bfloat16
+    keeps the top 16 bits of a float32, rounded; the values here are exact in float32."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=np.float64)
+    if dtype == "float64":
+        return values
+    if dtype == "bfloat16":
+        bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+    return values.astype({"float32": np.float32, "float16": np.float16}[dtype]).astype(np.float64)
+
+
+def avg_scale(dtype: str, world: int) -> float:
+    """1/n as NCCL rounds it for its premultiplied average: computed in float (double for
+    float64), then converted to the dtype (``__float2half(float(1.0/nRanks))``)."""
+    import numpy as np
+
+    if dtype == "float64":
+        return 1.0 / world
+    return float(round_to(np.array([float(np.float32(1.0 / world))]), dtype)[0])
+
+
+def _premultiplied_avg(dtype: str, world: int, period: int, high: int):
+    """avg as NCCL computes it for floats: one rank per column (neighbouring columns different
+    ranks) gives a value x, the others 0, so the result, fl(x·fl(1/n)), is exact whatever the
+    order of the sum (adding zeros is exact, and so is 0·(1/n)). The x are the smallest
+    integers whose results all differ; the result is neither x nor 0, so no input is it.
+
+    Returns (table, expected, all_distinct) or None when not even two results differ.
+    """
+    import numpy as np
+
+    scale = avg_scale(dtype, world)
+    candidates = np.arange(1, min(high, world * (4 * period + 8)) + 1, dtype=np.float64)
+    results = round_to(candidates * scale, dtype)  # the product is exact in float64 first
+    kept, first = np.unique(results, return_index=True)  # results rise with x: first x each
+    if kept.size < 2:
+        return None
+    index, distinct = _alphabet(0, kept.size - 1, period)
+    columns = np.arange(period)
+    table = np.zeros((world, period), dtype=np.float64)
+    table[(columns + 1) % world, columns] = candidates[first][index]
+    return table, kept[index], distinct
+
+
 @functools.lru_cache(maxsize=64)
-def reduce_pattern(reduce_op: str, dtype: str, world: int, chunk: int = 1) -> ReducePattern:
+def reduce_pattern(reduce_op: str, dtype: str, world: int, chunk: int = 1,
+                   premultiplied: bool = False) -> ReducePattern:
     """Inputs for ``reduce_op`` over ``world`` ranks, exact in ``dtype``, for chunks of
-    ``chunk`` elements (the share of the buffer each rank owns). Cached per size class."""
+    ``chunk`` elements (the share of the buffer each rank owns). ``premultiplied``: the
+    backend averages as a sum of x·(1/n) (premultiplies_avg). Cached per size class."""
     import numpy as np
 
     period = period_for(world, chunk)
@@ -257,7 +317,19 @@ def reduce_pattern(reduce_op: str, dtype: str, world: int, chunk: int = 1) -> Re
             expected = table[0].copy()
         return ReducePattern(_as_dtype(table, dtype), _as_dtype(expected, dtype), holders,
                              "partial: one rank, whose result is its own input")
-    if reduce_op in ("sum", "avg"):
+    if reduce_op == "avg" and premultiplied and world & (world - 1):
+        # 1/n is inexact in the dtype (n no power of two): NCCL's products are not integers.
+        made = _premultiplied_avg(dtype, world, period, hi)
+        if made is None:
+            return ReducePattern(np.zeros((world, period)), np.zeros(period), holders,
+                                 f"off: {dtype} cannot average {world} ranks exactly")
+        table, expected, distinct = made
+        if not distinct:
+            reasons.append(f"{dtype} holds too few exact averages for {world} ranks: the "
+                           "result repeats within a period")
+        if np.any(table == expected[None, :]):
+            reasons.append("some input equals the result")
+    elif reduce_op in ("sum", "avg"):
         scale = world if reduce_op == "avg" else 1
         total = hi // scale  # every partial sum of inputs stays within [0, hi]
         made = _sum_table(world, period, total, scale)
