@@ -141,10 +141,21 @@ def group_title(record: dict) -> str:
 
 
 def timing_note(record: dict) -> str:
-    """How the numbers were made, said once per table: time and p99 mean different things."""
+    """What was measured and how, said once per table: the dtype, reduce op and root where
+    the op has them (-o max, -r 1), and what time and p99 mean (they differ)."""
     tail = "single calls" if record.get("tail") == "call" else "blocks"
-    dtype = f"{record.get('dtype', '')}, " if record.get("size_bytes") else ""
-    return f"{dtype}time = median, rank-time {record.get('rank_time')}, p99 over {tail}"
+    what = [str(record["dtype"])] if record.get("size_bytes") and record.get("dtype") else []
+    if _given(record.get("reduce_op")):
+        what.append(f"op {record['reduce_op']}")
+    if _given(record.get("root")):
+        what.append(f"root {int(record['root'])}")
+    return ", ".join([*what, f"time = median, rank-time {record.get('rank_time')}, p99 over "
+                      f"{tail}"])
+
+
+def _given(value) -> bool:
+    """A field the op has: not None, '', or NaN (pandas' missing value)."""
+    return value is not None and value == value and value != ""
 
 
 def sweep_columns(per_group: bool, several: bool, first_backend: str) -> list[Column]:
@@ -219,7 +230,8 @@ def footer_lines(records: list[dict]) -> list[str]:
     tables: dict[tuple, list[float]] = {}
     for record in records:
         if record["size_bytes"] and is_combined(record):
-            key = (group_title(record), record["backend"])
+            dim = f" dim {record['dim']}" if record.get("dim") else ""
+            key = (op_label(record["op"], record.get("pattern")) + dim, record["backend"])
             tables.setdefault(key, []).append(float(record["busbw_gbps"]))
     for (title, backend), values in tables.items():
         which = f"  ({title} {backend})" if len(tables) > 1 else ""

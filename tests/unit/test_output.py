@@ -74,3 +74,13 @@ def test_summary_md_ends_with_the_footer():
     run = load_run(str(FIXTURES / "model-exact"))
     text = summary_markdown(rows_frame(run.rows), run.name, run.meta)
     assert "```\n# Out of bounds values : 0 OK\n# Avg bus bandwidth    : " in text
+
+
+def test_the_table_title_names_the_reduce_op_and_root_where_the_op_has_them():
+    from commbench.output.console import timing_note
+
+    assert timing_note(_row(reduce_op="max", rank_time="avg")).startswith("float32, op max, ")
+    broadcast = timing_note(_row(op="broadcast", reduce_op="", root=1, rank_time="avg"))
+    assert broadcast.startswith("float32, root 1, time = median")
+    assert timing_note(_row(reduce_op="", root=float("nan"), rank_time="avg")).startswith(
+        "float32, time = median")  # a missing root after pandas is NaN
