@@ -35,6 +35,8 @@ DEFAULT_SIZES = "8-64M"
 DEFAULT_FACTOR = 2.0
 DEFAULT_MIN_TIME = 1.5
 DEFAULT_TIMEOUT = 300.0
+DEFAULT_ROUNDS = 1
+DEFAULT_REPEAT = 1
 
 
 def unsupported(backend: str, dtype: str, reduce_op: str, reduces: bool) -> str:
@@ -82,6 +84,8 @@ class MeasureSpec:
     dims: tuple[str, ...] = ()  # mesh dimensions measured in turn; ("all",) = every one
     split: str = ""  # nccl-tests' NCCL_TESTS_SPLIT, "mod:8" ...; becomes a mesh and a dim
     per_group: bool = False  # a row per group as well as the combined row
+    rounds: int = DEFAULT_ROUNDS  # interleaved passes over an op's sizes (engine.sweep)
+    repeat: int = DEFAULT_REPEAT  # independent launches into one folder (commands.measure)
 
     def device_for(self, backend: str) -> str:
         """Buffers live on the GPU for NCCL and on the CPU for gloo unless --device says so."""
@@ -340,6 +344,10 @@ def validate(config: MeasureSpec, world: int) -> None:
         raise UsageError(f"bad --min-time {config.min_time}: it must be positive")
     if not config.timeout > 0:
         raise UsageError(f"bad --timeout {config.timeout}: it must be positive")
+    if config.rounds < 1:
+        raise UsageError(f"bad --rounds {config.rounds}: it must be at least 1")
+    if config.repeat < 1:
+        raise UsageError(f"bad --repeat {config.repeat}: it must be at least 1")
     if world < 1:
         raise UsageError(f"bad --nproc {world}: at least 1 rank is needed")
     if not 0 <= config.root < world:

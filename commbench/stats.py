@@ -160,8 +160,8 @@ def instability(p50: float, p99: float, ci_lo: float, ci_hi: float) -> str:
 
 
 UNSTABLE_ADVICE = (
-    "rows are unstable: rerun with a larger --min-time or on an idle machine; compare treats "
-    "them as noisy"
+    "rows are unstable: rerun with a larger --min-time or --rounds, or on an idle machine; "
+    "compare's intervals are wide for them"
 )
 
 
@@ -233,3 +233,18 @@ def ratio_interval(base: Nested, new: Nested, confidence: float = CONFIDENCE,
     tail = min(np.count_nonzero(ratios <= 1), np.count_nonzero(ratios >= 1))
     p_value = min(1.0, 2 * (tail + 1) / (ratios.size + 1))
     return RatioInterval(float(lo), float(hi), p_value)
+
+
+def rounds_interval(samples: np.ndarray, round_counts: Sequence[int],
+                    confidence: float = CONFIDENCE, seed: int = BOOTSTRAP_SEED
+                    ) -> tuple[float, float]:
+    """Interval of the median of samples taken in interleaved rounds (``round_counts``: the
+    samples of each round, in order): the bootstrap over rounds, then blocks within a round,
+    so a slow spell that hit one round widens it. Deterministic (seeded): every rank that
+    computes it from the same gathered samples gets the same answer."""
+    values = np.asarray(samples, dtype=np.float64)
+    rounds = np.split(values, np.cumsum(round_counts)[:-1])
+    medians = resampled_medians([rounds], np.random.default_rng(seed))
+    alpha = 1 - confidence
+    lo, hi = np.quantile(medians, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)

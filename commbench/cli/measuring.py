@@ -91,6 +91,12 @@ def _measuring_options(
     min_time: float = typer.Option(
         DEFAULTS.min_time, "--min-time", help="Seconds of timed work per size (adaptive mode)."
     ),
+    rounds: int = typer.Option(
+        DEFAULTS.rounds, "--rounds", help="Interleaved passes over an op's sizes, each a share "
+        "of --min-time; a size's interval comes from the spread between its rounds."),
+    repeat: int = typer.Option(
+        DEFAULTS.repeat, "--repeat", help="Independent launches (fresh ranks) into one run "
+        "folder; compare pools them."),
     check: bool = typer.Option(
         DEFAULTS.check, "--check/--no-check", help="Verify every result element after timing."
     ),

@@ -9,12 +9,14 @@ down or a minimum to zero):
 - the mean from each rank's loop total / iterations, then combined, as nccl-tests does;
 - the median and its interval from blocks, each block's per-rank times combined;
 - min, p10, p90, p99, max and std from single calls, each call's per-rank times combined,
-  where the timer times single calls (``tail = call``), else from blocks (``tail = block``).
+  where the timer times single calls (``tail = call``), else from blocks (``tail = block``);
+- measured in interleaved rounds (--rounds), the median's interval is the bootstrap over
+  rounds (stats.rounds_interval): the spread between rounds, not only within one window.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -22,7 +24,7 @@ from commbench import collectives
 from commbench.collectives.base import Collective, OpContext
 from commbench.engine.sampling import Measurement
 from commbench.results.schema import Row
-from commbench.stats import combine_ranks, instability, summarize
+from commbench.stats import combine_ranks, instability, rounds_interval, summarize
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,10 @@ def build_row(op: Collective, ctx: OpContext, where: RowContext, count: int,
     if measurement.calls is not None:
         tail_us = combine_ranks(measurement.calls[active] * scale, mode)
     stats = summarize(samples_us, tail_us, float(combine_ranks(means_us, mode)))
+    rounds = measurement.rounds if len(measurement.rounds) >= 2 else ()
+    if rounds:
+        low, high = rounds_interval(samples_us, rounds)
+        stats = replace(stats, ci_lo=min(low, stats.p50), ci_hi=max(high, stats.p50))
     size_bytes = count * where.itemsize
     algbw = size_bytes / (stats.p50 * 1e-6) / 1e9 if stats.p50 > 0 else 0.0
     slowest = int(np.argmax(means_us))
@@ -99,4 +105,8 @@ def build_row(op: Collective, ctx: OpContext, where: RowContext, count: int,
         peers=where.peers,
         timer=where.timer,
         samples_us=[round(float(s), 4) for s in samples_us],
+        rounds=max(1, len(rounds)),
+        round_samples=list(rounds),
+        round_p50_us=[round(float(np.median(part)), 4)
+                      for part in np.split(samples_us, np.cumsum(rounds)[:-1])] if rounds else [],
     )

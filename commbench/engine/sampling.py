@@ -28,7 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from commbench.engine.timers import Call
-from commbench.stats import STOP_CONFIDENCE, ci_halfwidth_pct, effective_size, median_ci
+from commbench.stats import (
+    STOP_CONFIDENCE,
+    ci_halfwidth_pct,
+    effective_size,
+    median_ci,
+    rounds_interval,
+)
 
 # Below 20 samples the median's 95 % interval spans too much of the distribution ([x(6),
 # x(15)] at 20, [x(2), x(9)] at 10) to trust on a noisy machine; pyperf also keeps 20 values.
@@ -67,6 +73,7 @@ class Measurement:
     per_rank: np.ndarray  # ranks x samples
     counts: np.ndarray  # iterations in each block
     calls: np.ndarray | None = None  # ranks x calls (in the order timed), or None
+    rounds: tuple[int, ...] = ()  # samples of each interleaved round (--rounds), in order
 
     @property
     def iters(self) -> int:
@@ -109,14 +116,15 @@ class _Blocks:
     def per_rank(self) -> np.ndarray:
         return np.concatenate(self.chunks, axis=1)
 
-    def finish(self, control) -> Measurement:
+    def finish(self, control, rounds: tuple[int, ...] = ()) -> Measurement:
         calls = None
         if self.per_call and self.calls:
             mine = np.concatenate(self.calls)
             if mine.size > MAX_CALLS:  # the same even subsample on every rank
                 mine = mine[np.linspace(0, mine.size - 1, MAX_CALLS).astype(np.int64)]
             calls = control.gather(mine.tolist())
-        return Measurement(per_rank=self.per_rank(), counts=np.asarray(self.counts), calls=calls)
+        return Measurement(per_rank=self.per_rank(), counts=np.asarray(self.counts), calls=calls,
+                           rounds=rounds)
 
 
 def warm_up(call: Call, control, budget: Budget, sync: Call | None = None) -> None:
@@ -232,3 +240,94 @@ def _enough(samples: np.ndarray, timed: float, min_time: float) -> bool:
     low, high = median_ci(ordered, STOP_CONFIDENCE, effective_size(samples))
     width = ci_halfwidth_pct(float(np.median(ordered)), low, high)
     return width <= PRECISION_PCT
+
+
+# ---- interleaved rounds (--rounds N) ------------------------------------------------------------
+# The sweep visits every size of an op once per round (engine.sweep); each visit times a share
+# of the size's budget. A slow spell of the machine then lands on every size alike, and the
+# spread between a size's rounds is what its interval (and the stop rule) is made of.
+MIN_ROUNDS = 3  # the stop rule needs this many rounds for a between-round interval
+
+
+class SizeRounds:
+    """One size's measurement across the rounds of its op: calibrated at its first visit,
+    then a share of its budget at every visit."""
+
+    def __init__(self, call: Call, timer, control, budget: Budget, rounds: int) -> None:
+        self.call, self.control, self.rounds = call, control, rounds
+        self.blocks = _Blocks(timer)
+        self.round_counts: list[int] = []
+        self.timed = 0.0
+        call()  # untimed: lazy connection set-up and first-touch page faults
+        control.barrier()
+        first = float(control.gather([timer.block(call, 1)]).max())
+        share = budget.min_time / rounds
+        warmup = budget.warmup
+        if warmup is None:
+            warmup = int(min(DEFAULT_MAX_WARMUP, max(1, 0.05 * share / max(first, 1e-9))))
+        self.warmup = warmup
+        self.estimate = first
+        if warmup:
+            control.barrier()
+            self.estimate = float(control.gather([timer.block(call, warmup) / warmup]).max())
+        if budget.iters is not None:
+            count = min(budget.iters, FIXED_SAMPLES)
+            base, extra = divmod(budget.iters, count)
+            counts = [base + 1] * extra + [base] * (count - extra)
+            self.plan = [list(part) for part in np.array_split(counts, min(rounds, count))]
+        else:
+            self.per_round = max(2, round(TARGET_SAMPLES / rounds))
+            self.per_block = max(1, round(share / self.per_round / max(self.estimate, 1e-9)))
+            self.plan = None
+        self.share = share
+
+    def visit(self, call: Call) -> None:
+        """Time this size's share of one round: untimed calls first at every visit but the
+        first (the calibration warmed it then; another size ran since), then blocks, all-
+        gathered once per round (or per ROUND_CAP_S)."""
+        index = len(self.round_counts)
+        if self.plan is not None and index >= len(self.plan):
+            return
+        self.call = call  # the same views, bound again at this visit
+        if index:
+            for _ in range(self.warmup):
+                self.call()
+        counts = self.plan[index] if self.plan is not None else [self.per_block] * self.per_round
+        taken = 0
+        while taken < len(counts):
+            step = _round(counts[taken:], self.estimate)
+            gathered = self.blocks.run(self.call, self.control, counts[taken:taken + step])
+            self.timed += float((gathered.max(axis=0) * counts[taken:taken + step]).sum())
+            taken += step
+        self.round_counts.append(len(counts))
+        if self.plan is None and index == 0:  # the share of later rounds, from what it took
+            per_call = self.timed / sum(counts)
+            self.per_block = max(1, round(self.share / self.per_round / max(per_call, 1e-9)))
+
+    def done(self) -> bool:
+        return len(self.round_counts) >= (len(self.plan) if self.plan is not None
+                                          else self.rounds)
+
+    def tight(self, combine: Combine, min_time: float) -> bool:
+        """This size's median known to +-PRECISION_PCT at 99 % from the spread between its
+        rounds, after at least MIN_ROUNDS rounds and EARLY_FRACTION of its budget."""
+        if len(self.round_counts) < MIN_ROUNDS or self.timed < EARLY_FRACTION * min_time:
+            return False
+        samples = combine(self.blocks.per_rank())
+        low, high = rounds_interval(samples, self.round_counts, STOP_CONFIDENCE)
+        return ci_halfwidth_pct(float(np.median(samples)), low, high) <= PRECISION_PCT
+
+    def finish(self) -> Measurement:
+        return self.blocks.finish(self.control, tuple(self.round_counts))
+
+
+def rounds_done(sizes: list[SizeRounds], control, combine: Combine, budget: Budget) -> bool:
+    """After a round: stop when every size has had its rounds, or (adaptive) when every
+    size's interval is tight. Each rank judges the same gathered samples; the verdicts are
+    gathered as well and all must agree, so no rank can leave the loop alone."""
+    if all(size.done() for size in sizes):
+        return True
+    if budget.iters is not None:
+        return False
+    tight = all(size.tight(combine, budget.min_time) for size in sizes)
+    return bool(control.gather([1.0 if tight else 0.0]).min() > 0)

@@ -4,8 +4,10 @@ turned into rows that rank 0 hands to the sink it was given.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -17,7 +19,14 @@ from commbench.config import ITEMSIZE, MeasureSpec
 from commbench.engine.failures import RankFailure, diagnose
 from commbench.engine.faults import Injector
 from commbench.engine.rows import RowContext, build_row
-from commbench.engine.sampling import Budget, measure, warm_up
+from commbench.engine.sampling import (
+    Budget,
+    Measurement,
+    SizeRounds,
+    measure,
+    rounds_done,
+    warm_up,
+)
 from commbench.engine.session import Groups, Session
 from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
 from commbench.sizes import format_size
@@ -68,8 +77,27 @@ def counts_for(op: Collective, spec: MeasureSpec, world: int) -> list[int]:
     return sorted({op.count_for(size, itemsize, world) for size in spec.sizes})
 
 
+def round_order(sizes: int, index: int) -> list[int]:
+    """Which sizes (indices, ascending) round ``index`` visits, in order: ascending in even
+    rounds, descending in odd ones, so no size always follows the same neighbour and the
+    ends of the sweep are not always first or last."""
+    order = list(range(sizes))
+    return order if index % 2 == 0 else order[::-1]
+
+
 def peers_text(pairs: tuple[tuple[int, int], ...]) -> str:
     return ",".join(f"{a}:{b}" for a, b in pairs)
+
+
+@dataclass
+class _Size:
+    """One size of an op while it is measured: its views, its measurement, its wall time."""
+
+    count: int
+    size_bytes: int
+    bufs: object = None
+    measurement: Measurement | None = None
+    wall_s: float = 0.0  # warm-up, calibration, timing and check, over all its visits
 
 
 class Sweep:
@@ -82,6 +110,7 @@ class Sweep:
         self.position = "rendezvous"
         self._noted: set[str] = set()
         self._warm: set[tuple[str, str]] = set()  # (backend, dim) groups warmed up
+        self._backend, self._dim = "", ""  # what _measure_op is measuring now
 
     def planned_rows(self) -> int:
         spec, world = self.spec, self.session.world
@@ -132,6 +161,7 @@ class Sweep:
 
     def _measure_op(self, backend: str, dim: str, op: Collective, pattern: str) -> None:
         spec, session = self.spec, self.session
+        self._backend, self._dim = backend, dim
         device = spec.device_for(backend)
         groups = session.groups_for(backend, device, spec.mesh, dim)
         ctx = self._context(groups, pattern)
@@ -154,43 +184,103 @@ class Sweep:
                            groups=len(groups.members),
                            span=span_of(groups.members, session.nodes()),
                            peers=peers_text(spec.peers) if "peers" in op.extra_options else "")
-        for count in counts:
-            size_bytes = count * itemsize
-            label = f"{op.name}/{pattern}" if pattern else op.name
-            self.position = f"{label} at {format_size(size_bytes) if count else '-'} ({backend})"
-            session.at(self.position)
-            if self.sink is not None:
-                self.sink.position(self.position)
+        sizes = [_Size(count, count * itemsize) for count in counts]
+        if spec.rounds > 1:
+            self._interleaved(op, ctx, groups, where, sizes, send, recv, timer, budget,
+                              combine, active, pattern)
+            return
+        for size in sizes:
+            call = self._visit(op, ctx, size, send, recv, pattern)
             started = time.perf_counter()
-            self.injector.at(op.name, size_bytes)
-            if self.injector.action("raise"):
-                raise RankFailure("error", f"injected fault in {self.position}")
-            try:
-                bufs = op.views(ctx, send, recv, count)
-                op.prepare(ctx, bufs)
-                call = op.call(ctx, bufs)
-                if (backend, dim) not in self._warm:
-                    self._warm.add((backend, dim))
-                    warm_up(call, session.control, budget,
-                            torch.cuda.synchronize if device == "cuda" else None)
-                measurement = measure(call, timer, session.control, budget, combine)
-                wrong_per_rank = (self._check(op, ctx, bufs, timer, call) if spec.check
-                                  else np.zeros(session.world))
-                wrong = int(wrong_per_rank.sum())
-            except RankFailure:
-                raise
-            except Exception as error:
-                raise diagnose(error, self.position, session.watch, spec.timeout) from None
-            if self.sink is not None:
-                validation = op.validation(ctx, count) if spec.check else "off: --no-check"
-                messages = op.messages_per_iteration(ctx, bufs)
-                row = build_row(op, ctx, where, count, measurement, messages, wrong,
-                                active=active, validation=validation)
-                row.wall_s = round(time.perf_counter() - started, 4)
-                self.sink.row(row.to_dict())
-                if spec.per_group and dim:
-                    self._group_rows(op, ctx, where, count, measurement, messages, active,
-                                     validation, groups, wrong_per_rank)
+            with self._diagnosed():
+                size.measurement = measure(call, timer, session.control, budget, combine)
+            size.wall_s += time.perf_counter() - started
+            self._emit(op, ctx, groups, where, size, active, timer, call)
+
+    def _interleaved(self, op, ctx, groups, where, sizes, send, recv, timer, budget, combine,
+                     active, pattern) -> None:
+        """--rounds N: round r visits every size once (ascending in even rounds, descending
+        in odd ones, so no size always follows the same one), each visit a 1/N share of the
+        size's budget; rows are emitted when the op's last round is done."""
+        control = self.session.control
+        states: dict[int, SizeRounds] = {}
+        for index in range(self.spec.rounds):
+            for size in (sizes[i] for i in round_order(len(sizes), index)):
+                call = self._visit(op, ctx, size, send, recv, pattern)
+                started = time.perf_counter()
+                with self._diagnosed():
+                    if size.count not in states:
+                        states[size.count] = SizeRounds(call, timer, control, budget,
+                                                        self.spec.rounds)
+                    states[size.count].visit(call)
+                size.wall_s += time.perf_counter() - started
+            with self._diagnosed():
+                if rounds_done(list(states.values()), control, combine, budget):
+                    break
+        for size in sizes:
+            call = self._visit(op, ctx, size, send, recv, pattern, prepare=False)
+            size.measurement = states[size.count].finish()
+            self._emit(op, ctx, groups, where, size, active, timer, call)
+
+    def _visit(self, op: Collective, ctx: OpContext, size: _Size, send, recv, pattern: str,
+               prepare: bool = True):
+        """Go to a size: say where the run is, apply a fault planted there, bind the call to
+        this size's views (inputs freshly filled), warm the group up before its first size."""
+        spec, session = self.spec, self.session
+        started = time.perf_counter()
+        label = f"{op.name}/{pattern}" if pattern else op.name
+        self.position = (f"{label} at {format_size(size.size_bytes) if size.count else '-'} "
+                         f"({self._backend})")
+        session.at(self.position)
+        if self.sink is not None:
+            self.sink.position(self.position)
+        self.injector.at(op.name, size.size_bytes)
+        if self.injector.action("raise"):
+            raise RankFailure("error", f"injected fault in {self.position}")
+        with self._diagnosed():
+            size.bufs = op.views(ctx, send, recv, size.count)
+            if prepare:
+                op.prepare(ctx, size.bufs)
+            call = op.call(ctx, size.bufs)
+            device = spec.device_for(self._backend)
+            if prepare and (self._backend, self._dim) not in self._warm:
+                self._warm.add((self._backend, self._dim))
+                warm_up(call, session.control, Budget(spec.min_time, spec.iters, spec.warmup),
+                        torch.cuda.synchronize if device == "cuda" else None)
+        size.wall_s += time.perf_counter() - started
+        return call
+
+    @contextlib.contextmanager
+    def _diagnosed(self):
+        """A failure inside torch.distributed becomes a RankFailure naming op, size, rank."""
+        try:
+            yield
+        except RankFailure:
+            raise
+        except Exception as error:
+            raise diagnose(error, self.position, self.session.watch, self.spec.timeout) from None
+
+    def _emit(self, op, ctx, groups, where, size: _Size, active, timer, call) -> None:
+        """Check a measured size outside the timed loop, then hand its row(s) to the sink."""
+        spec, session = self.spec, self.session
+        started = time.perf_counter()
+        with self._diagnosed():
+            wrong_per_rank = (self._check(op, ctx, size.bufs, timer, call) if spec.check
+                              else np.zeros(session.world))
+        wrong = int(wrong_per_rank.sum())
+        size.wall_s += time.perf_counter() - started
+        if self.sink is None:
+            return
+        count, measurement = size.count, size.measurement
+        validation = op.validation(ctx, count) if spec.check else "off: --no-check"
+        messages = op.messages_per_iteration(ctx, size.bufs)
+        row = build_row(op, ctx, where, count, measurement, messages, wrong,
+                        active=active, validation=validation)
+        row.wall_s = round(size.wall_s, 4)
+        self.sink.row(row.to_dict())
+        if spec.per_group and where.dim:
+            self._group_rows(op, ctx, where, count, measurement, messages, active,
+                             validation, groups, wrong_per_rank)
 
     def _group_rows(self, op, ctx, where, count, measurement, messages, active, validation,
                     groups: Groups, wrong_per_rank: np.ndarray) -> None:

@@ -63,8 +63,13 @@ class Row:
     group_hosts: str = ""
     peers: str = ""  # p2p pairs, "0:1,2:3"
     timer: str = ""  # host | host-sync | cuda-event | cuda-graph
-    # Kept in results.jsonl only: the raw samples, for significance tests and re-analysis.
+    rounds: int = 1  # interleaved rounds the size was measured in (--rounds)
+    launch: int = 0  # which of the run's --repeat launches measured the row
+    # Kept in results.jsonl only: the raw samples, for significance tests and re-analysis;
+    # with rounds, how many samples each round took (samples_us in order) and its median.
     samples_us: list[float] = field(default_factory=list)
+    round_samples: list[int] = field(default_factory=list)
+    round_p50_us: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -73,7 +78,7 @@ class Row:
 _SPEC_LAST = "source"
 _NAMES = [spec.name for spec in fields(Row)]
 COLUMNS = tuple(_NAMES[: _NAMES.index(_SPEC_LAST) + 1])
-RAW_COLUMNS = ("samples_us",)
+RAW_COLUMNS = ("samples_us", "round_samples", "round_p50_us")
 EXTRA_COLUMNS = tuple(n for n in _NAMES[len(COLUMNS):] if n not in RAW_COLUMNS)
 # What makes two rows the same measurement (compare pairs rows on all of these).
 KEY_COLUMNS = ("op", "pattern", "backend", "dtype", "reduce_op", "inplace", "device", "root",

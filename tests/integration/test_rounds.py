@@ -1,0 +1,34 @@
+"""--rounds on real gloo ranks: every size measured in interleaved rounds, checked, rows in
+size order once an op's last round is done, and the rows of finished ops kept on a crash."""
+
+import pytest
+
+from tests.conftest import read_meta, read_rows
+
+pytestmark = pytest.mark.integration
+
+
+def test_rounds_on_real_ranks_keep_their_rounds_and_the_size_order(run_cli):
+    done, run_dir = run_cli("run", "--ops", "allreduce,p2p,barrier", "--sizes", "8,1K,64K",
+                            "--min-time", "0.3", "--rounds", "3", "--nproc", "2", "--quiet",
+                            "--name", "rounds", check_rc=0)
+    rows = read_rows(run_dir)
+    assert [(r["op"], r["size_bytes"]) for r in rows] == [
+        ("allreduce", 8), ("allreduce", 1024), ("allreduce", 65536),
+        ("p2p", 8), ("p2p", 1024), ("p2p", 65536), ("barrier", 0)]
+    for row in rows:
+        assert row["rounds"] == 3 and len(row["round_samples"]) == 3
+        assert sum(row["round_samples"]) == row["samples"] == len(row["samples_us"])
+        assert len(row["round_p50_us"]) == 3 and row["wrong"] == 0
+        assert row["lat_us_ci_lo"] <= row["lat_us_p50"] <= row["lat_us_ci_hi"]
+    assert read_meta(run_dir)["config"]["rounds"] == 3
+
+
+def test_a_crash_in_rounds_keeps_the_rows_of_finished_ops(run_cli):
+    done, run_dir = run_cli("run", "--ops", "allreduce,allgather", "--sizes", "8,1K",
+                            "--min-time", "0.2", "--rounds", "3", "--nproc", "2", "--quiet",
+                            "--name", "crash", env={"COMMBENCH_FAULT": "raise:1:allgather:1024"})
+    assert done.returncode == 3, done.stderr[-2000:]
+    rows = read_rows(run_dir)
+    assert [(r["op"], r["size_bytes"]) for r in rows] == [("allreduce", 8), ("allreduce", 1024)]
+    assert read_meta(run_dir)["status"] == "partial"

@@ -1,0 +1,137 @@
+"""Interleaved rounds (--rounds): the budget split over visits, the order, the stop rule that
+all ranks agree on, and the row's interval from the spread between rounds. Scripted timers and
+controls: nothing communicates here."""
+
+import numpy as np
+import pytest
+
+from commbench import collectives
+from commbench.collectives.base import OpContext
+from commbench.engine import sampling as m
+from commbench.engine.rows import RowContext, build_row
+from commbench.engine.sweep import round_order
+from commbench.stats import median_ci, rounds_interval
+
+
+class OneRank:
+    def __init__(self):
+        self.gathers = []
+
+    def barrier(self):
+        pass
+
+    def gather(self, values):
+        self.gathers.append(list(values))
+        return np.array([values], dtype=float)
+
+
+class NotYetTight(OneRank):
+    """A world of two whose other rank is never ready to stop (it says 0 to every one-value
+    gather, which is how the ranks share their stop verdicts)."""
+
+    def gather(self, values):
+        self.gathers.append(list(values))
+        other = [0.0] if len(values) == 1 else list(values)
+        return np.array([values, other], dtype=float)
+
+
+class Machine:
+    """A clock shared by every size: a call takes ``seconds`` x the machine's speed at that
+    moment, which ``spell`` gives (a slow spell for a stretch of time)."""
+
+    def __init__(self, seconds, spell=lambda now: 1.0):
+        self.seconds, self.spell, self.now = seconds, spell, 0.0
+        self.times_single_calls = False
+
+    def block(self, call, iters):
+        taken = self.seconds * iters * self.spell(self.now)
+        self.now += taken
+        return taken
+
+
+def noop():
+    return None
+
+
+def first_rank(per_rank):
+    return per_rank[0]
+
+
+def sweep(timer, control, budget, rounds, sizes=2):
+    """What engine.sweep does with an op's sizes, minus torch: visit them round by round."""
+    states = {}
+    for index in range(rounds):
+        for size in round_order(sizes, index):
+            if size not in states:
+                states[size] = m.SizeRounds(noop, timer, control, budget, rounds)
+            states[size].visit(noop)
+        if m.rounds_done(list(states.values()), control, first_rank, budget):
+            break
+    return [states[size].finish() for size in range(sizes)]
+
+
+def test_rounds_alternate_ascending_and_descending():
+    assert [round_order(3, i) for i in range(4)] == [[0, 1, 2], [2, 1, 0], [0, 1, 2], [2, 1, 0]]
+
+
+def test_each_round_is_a_share_of_the_budget_and_the_row_keeps_its_rounds():
+    timer = Machine(1e-4, spell=lambda now: 1 + 0.5 * np.sin(now * 40))  # never tight
+    sizes = sweep(timer, OneRank(), m.Budget(min_time=0.5), rounds=5)
+    for measured in sizes:
+        assert measured.rounds == (m.TARGET_SAMPLES // 5,) * 5
+        timed = float((measured.per_rank[0] * measured.counts).sum())
+        assert 0.5 * 0.8 < timed < 0.5 * 1.2  # the budget, split over the rounds
+
+
+def test_a_slow_spell_lands_on_every_size_alike():
+    """Two sizes that cost the same, a machine twice as slow for the second half of the run:
+    measured one after the other, the second size reads 2x the first; in rounds, alike."""
+    def spell(now):
+        return 2.0 if now > 0.5 else 1.0
+
+    one = sweep(Machine(1e-4, spell), OneRank(), m.Budget(min_time=0.5), rounds=1 + 0)
+    assert np.median(one[1].per_rank) / np.median(one[0].per_rank) > 1.9
+    rounds = sweep(Machine(1e-4, spell), OneRank(), m.Budget(min_time=0.5), rounds=6)
+    ratio = np.mean(rounds[1].per_rank) / np.mean(rounds[0].per_rank)
+    assert ratio == pytest.approx(1.0, abs=0.1)
+
+
+def test_steady_sizes_stop_after_the_minimum_rounds():
+    sizes = sweep(Machine(1e-4), OneRank(), m.Budget(min_time=0.5), rounds=10)
+    assert all(len(s.rounds) == m.MIN_ROUNDS for s in sizes)
+
+
+def test_no_rank_stops_alone():
+    """Steady here, but the other rank is not ready: every rank runs every round."""
+    control = NotYetTight()
+    sizes = sweep(Machine(1e-4), control, m.Budget(min_time=0.5), rounds=6)
+    assert all(len(s.rounds) == 6 for s in sizes)
+
+
+def test_fixed_iterations_are_split_over_the_rounds():
+    sizes = sweep(Machine(1e-4), OneRank(), m.Budget(min_time=1.0, iters=47, warmup=0),
+                  rounds=4)
+    for measured in sizes:
+        assert measured.iters == 47 and sum(measured.rounds) == m.FIXED_SAMPLES
+        assert len(measured.rounds) == 4
+
+
+def test_the_row_interval_comes_from_the_spread_between_rounds():
+    """Rounds at different levels (a slow spell per round) and steady blocks within each: the
+    order-statistic interval of 50 blocks is narrow, the between-round one is not."""
+    rng = np.random.default_rng(4)
+    levels = [1.0, 1.3, 0.9, 1.2, 1.05]
+    samples = np.concatenate([lv * 1e-3 * rng.lognormal(0, 0.01, 10) for lv in levels])
+    measured = m.Measurement(per_rank=np.array([samples, samples]),
+                             counts=np.full(50, 10), rounds=(10,) * 5)
+    op = collectives.get("allreduce")
+    ctx = OpContext(0, 2, None, "float32", "sum", None)
+    row = build_row(op, ctx, RowContext("gloo", "cpu", 1, "float32", 4, 0), 256, measured, 1, 0)
+    assert row.rounds == 5 and row.round_samples == [10] * 5
+    assert row.round_p50_us == pytest.approx([lv * 1e3 for lv in levels], rel=0.03)
+    lo, hi = median_ci(np.sort(samples * 1e6))  # as if the 50 blocks were independent
+    assert row.lat_us_ci_hi - row.lat_us_ci_lo > 2 * (hi - lo)
+    assert (row.lat_us_ci_lo, row.lat_us_ci_hi) == rounds_interval(samples * 1e6, [10] * 5)
+    flat = build_row(op, ctx, RowContext("gloo", "cpu", 1, "float32", 4, 0), 256,
+                     m.Measurement(per_rank=measured.per_rank, counts=measured.counts), 1, 0)
+    assert flat.rounds == 1 and flat.round_samples == [] and flat.round_p50_us == []
