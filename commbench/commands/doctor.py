@@ -21,7 +21,7 @@ def run_doctor(nproc: int | None, timeout: float, backends: tuple[str, ...],
     from commbench.engine.facts import environment_report
     from commbench.engine.probe import probe_rank
     from commbench.launch import detect
-    from commbench.launch.backends import check_backends, resolve_backends
+    from commbench.launch.backends import check_backends, default_nproc, resolve_backends
     from commbench.output.console import make_console
 
     env = detect()
@@ -29,8 +29,10 @@ def run_doctor(nproc: int | None, timeout: float, backends: tuple[str, ...],
         raise UsageError(f"--nproc cannot be used under {env.launcher}: it started the ranks")
     if nproc is not None and nproc < 1:
         raise UsageError(f"bad --nproc {nproc}: at least 1 rank is needed")
-    world = env.world if env else (nproc or 2)
     backends = resolve_backends(backends)
+    # As the measuring commands: the launcher's world, else one rank per GPU for NCCL (a
+    # 1-GPU host runs 1 rank), else 2.
+    world = env.world if env else (nproc or default_nproc(backends))
     console = make_console()
     environment = environment_report(env)
     if (env is None or env.rank == 0) and not json_out:
@@ -39,7 +41,7 @@ def run_doctor(nproc: int | None, timeout: float, backends: tuple[str, ...],
             table.add_row(item, finding)
         console.print(table)
     check_backends(MeasureSpec(ops=("allreduce",), backends=backends),
-                   env.local_world if env else world)
+                   env.local_world if env else world, external=env is not None)
     if env is None:
         from commbench.engine.failures import explain
         from commbench.launch.local import run_local
