@@ -191,7 +191,7 @@ def pool_launches(rows: list[dict], keys=KEY_COLUMNS) -> tuple[list[dict], list[
         launches = [rounds_of(row) for row in part]
         nested.append(launches)
         kept_rounds = all(len(row.get("round_samples") or []) >= 2 for row in part)
-        levels = "rounds" if kept_rounds else "batches of blocks"
+        levels = "rounds and blocks" if kept_rounds else "batches of blocks"
         if len(part) > 1:
             levels = f"launches, {levels}"
         if len(part) == 1:

@@ -32,6 +32,9 @@ def run_measure(spec: MeasureSpec, output: OutputSpec) -> int:
         )
     if spec.nproc is not None and spec.nproc < 1:
         raise UsageError(f"bad --nproc {spec.nproc}: at least 1 rank is needed")
+    if env is not None and spec.repeat > 1:
+        raise UsageError(f"--repeat needs commbench to start the ranks itself: under "
+                         f"{env.launcher}, run the job {spec.repeat} times instead")
     spec = replace(spec, backends=resolve_backends(spec.backends))
     world = env.world if env else (spec.nproc or default_nproc(spec.backends))
     spec = resolve_layout(spec, world)
@@ -117,7 +120,43 @@ def _run_local(spec: MeasureSpec, sink, world: int) -> None:
     if world > (os.cpu_count() or 1):
         say(f"warning: {world} ranks on {os.cpu_count()} CPU cores: ranks wait for a core "
             "and times include that wait (nccl-tests' -n is --iters here)")
-    run_local(run_rank, (spec, sink), world, spec.timeout, spec.uses_cuda(), explain)
+    if spec.repeat == 1:
+        run_local(run_rank, (spec, sink), world, spec.timeout, spec.uses_cuda(), explain)
+        return
+    from commbench.results import now
+
+    started = now()
+    for index in range(spec.repeat):  # fresh ranks each time, like pyperf's worker processes
+        say(f"launch {index + 1} of {spec.repeat} ...")
+        run_local(run_rank, (spec, Launch(sink, index, spec.repeat, started)), world,
+                  spec.timeout, spec.uses_cuda(), explain)
+
+
+class Launch:
+    """Rank 0's sink in launch ``index`` of ``--repeat``: its rows carry the launch id
+    (compare pools the launches of a size), and run.json plans the rows of every launch."""
+
+    def __init__(self, sink, index: int, total: int, start_time: str) -> None:
+        self.sink, self.index, self.total, self.start_time = sink, index, total, start_time
+
+    def begin(self, meta: dict, planned: int) -> None:
+        self.sink.begin({**meta, "start_time": self.start_time, "repeat": self.total,
+                         "launch": self.index}, planned * self.total)
+
+    def row(self, record: dict) -> None:
+        self.sink.row({**record, "launch": self.index})
+
+    def position(self, where: str) -> None:
+        self.sink.position(f"launch {self.index + 1}/{self.total}: {where}")
+
+    def note(self, text: str) -> None:
+        self.sink.note(text)
+
+    def update(self, fields: dict) -> None:
+        self.sink.update(fields)
+
+    def close(self) -> None:
+        self.sink.close()
 
 
 def _run_external(spec: MeasureSpec, env, sink) -> int:

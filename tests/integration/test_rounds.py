@@ -32,3 +32,18 @@ def test_a_crash_in_rounds_keeps_the_rows_of_finished_ops(run_cli):
     rows = read_rows(run_dir)
     assert [(r["op"], r["size_bytes"]) for r in rows] == [("allreduce", 8), ("allreduce", 1024)]
     assert read_meta(run_dir)["status"] == "partial"
+
+
+def test_repeat_runs_fresh_launches_into_one_folder_and_compare_pools_them(run_cli):
+    done, run_dir = run_cli("allreduce", "--sizes", "8,1K", "--min-time", "0.2", "--rounds",
+                            "3", "--repeat", "2", "--nproc", "2", "--quiet", "--name", "twice",
+                            check_rc=0)
+    rows = read_rows(run_dir)
+    assert [(r["launch"], r["size_bytes"]) for r in rows] == [(0, 8), (0, 1024), (1, 8),
+                                                               (1, 1024)]
+    meta = read_meta(run_dir)
+    assert meta["status"] == "complete" and meta["repeat"] == 2 and meta["planned_rows"] == 4
+    assert "launch 2 of 2" in done.stderr
+    compared, _ = run_cli("compare", str(run_dir), str(run_dir), "--json", check_rc=0)
+    pairs = [line for line in compared.stdout.splitlines() if '"verdict"' in line]
+    assert len(pairs) == 2 and all("over launches, rounds and blocks" in p for p in pairs)

@@ -7,8 +7,10 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from commbench.analysis import compare as compare_mod
 from commbench.analysis.compare import compare_runs, parse_threshold, size_ranges
 from commbench.cli import main
 from commbench.results import load_run
@@ -383,3 +385,51 @@ def test_markdown_summary_flags_unstable_sizes():
     text = summary_markdown(frame, "noisy", {"status": "complete", "world_size": 2})
     assert "**Warning**" in text and "median uncertain" in text
     assert "| unstable |" in text
+
+
+def repeated(tmp_path, name, factor=1.0):
+    """A run of two launches (--repeat 2): noisy-a's rows as launch 0, noisy-b's as launch 1,
+    times scaled by ``factor``."""
+    rows = []
+    for launch, source in enumerate(("noisy-a", "noisy-b")):
+        for line in (FIXTURES / source / "results.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            times = {k: v * factor for k, v in row.items() if k.startswith("lat_us_")}
+            rows.append({**row, **times, "launch": launch,
+                         "samples_us": [v * factor for v in row["samples_us"]]})
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "run.json").write_text(json.dumps({"name": name, "status": "complete",
+                                                 "repeat": 2}))
+    return str(folder), rows
+
+
+def test_the_launches_of_a_repeated_run_are_pooled(tmp_path, capsys):
+    base, rows = repeated(tmp_path, "twice")
+    slow, _ = repeated(tmp_path, "twice-slow", 1.5)
+    code, pairs, summary = compare_json([base, slow, "--fail-on-regression"], capsys)
+    assert code == 1 and len(pairs) == 8 and summary["slower"] >= 1
+    assert all(r["test"] == "bootstrap ratio of medians over launches, batches of blocks"
+               for r in pairs)
+    first = [r for r in rows if r["op"] == "allreduce" and r["size_bytes"] == 8]
+    pooled = [v for r in first for v in r["samples_us"]]
+    assert pairs[0]["baseline"] == pytest.approx(float(np.median(pooled)))
+    assert pairs[0]["ratio"] == pytest.approx(1.5)
+    code, pairs, summary = compare_json([base, base, "--fail-on-regression"], capsys)
+    assert code == 0 and summary["same"] == 8
+
+
+def test_the_spread_between_launches_widens_the_pooled_interval(tmp_path, capsys):
+    """Launch 1 is 1.3x launch 0 (a launch-wide slow mode): the pooled side's interval must
+    hold both modes, wider than either launch's own."""
+    source = FIXTURES / "base" / "results.jsonl"
+    rows = [json.loads(line) for line in source.read_text().splitlines()]
+    both = []
+    for launch, factor in ((0, 1.0), (1, 1.3), (2, 1.0), (3, 1.3)):
+        both += [{**r, "launch": launch, "samples_us": [v * factor for v in r["samples_us"]]}
+                 for r in rows]
+    pooled, _ = compare_mod.pool_launches(both)
+    for one, row in zip(rows, pooled, strict=True):
+        assert row["lat_us_ci_hi"] - row["lat_us_ci_lo"] > 3 * (one["lat_us_ci_hi"]
+                                                                 - one["lat_us_ci_lo"])
