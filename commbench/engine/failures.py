@@ -4,9 +4,17 @@ explanation of a failed run from what the ranks left in the store."""
 from __future__ import annotations
 
 import signal
+from collections import Counter
 
-from commbench.engine.coordination import read_reports
+import torch.distributed as dist
+
+from commbench.engine.coordination import WATCH_PREFIX, read_reports
 from commbench.errors import RunFailed
+
+# A rank whose heartbeat count is this far below the ranks NCCL's watchdog ended stopped before
+# them. A hang leaves a gap of about --timeout / the heartbeat interval (10 or more beats); ranks
+# that joined a little later, or died a little sooner, are within a few beats.
+STOPPED_MARGIN_BEATS = 5
 
 
 class RankFailure(RunFailed):
@@ -25,7 +33,9 @@ def diagnose(error: Exception, position: str, watch, timeout: float) -> RankFail
     """
     text = first_line(error)
     lowered = text.lower()
-    if "timed out" in lowered or "timeout" in lowered:
+    # An aborted NCCL communicator is NCCL's watchdog at work (session.nccl_error_handling):
+    # a collective outlasted --timeout.
+    if any(word in lowered for word in ("timed out", "timeout", "communicator was aborted")):
         stopped, missing = watch.silent_ranks() if watch else ([], [])
         culprits = []
         if stopped:
@@ -64,6 +74,11 @@ def explain(exit_codes: dict[int, int], store, world: int) -> str:
     if timeouts:
         return min(timeouts, key=lambda e: e["time"])["message"]
     killed = sorted(rank for rank, code in exit_codes.items() if code is not None and code < 0)
+    aborted = [rank for rank in killed if exit_codes[rank] == -signal.SIGABRT]
+    if aborted and not errors:
+        culprits = hang_culprits(aborted, positions, heartbeats(store, world), world)
+        if culprits:
+            return culprits
     if killed:
         rank = killed[0]
         name = signal.Signals(-exit_codes[rank]).name
@@ -76,3 +91,37 @@ def explain(exit_codes: dict[int, int], store, world: int) -> str:
         f"rank {rank} exited with code {exit_codes[rank]}{where(rank)}; "
         "the other ranks were stopped"
     )
+
+
+def heartbeats(store, world: int) -> list[int]:
+    """How many times each rank's heartbeat beat before it ended (0: never)."""
+    watch = dist.PrefixStore(WATCH_PREFIX, store)
+    return [watch.add(f"hb/{rank}", 0) if watch.check([f"hb/{rank}"]) else 0
+            for rank in range(world)]
+
+
+def hang_culprits(aborted: list[int], positions: dict[int, str], beats: list[int],
+                  world: int) -> str:
+    """Ranks ended by SIGABRT with nothing reported: NCCL's watchdog ends a rank whose
+    collective outlasted --timeout, before the control channel notices, so the aborted ranks
+    are the ones that waited, not the cause. The cause is a rank whose heartbeat stopped well
+    before theirs (it stopped), or one whose last position is not where they waited (it lagged
+    behind, or never came). '' when no rank is either: then an aborted rank is the cause."""
+    waited_at = Counter(positions[r] for r in aborted if r in positions).most_common(1)
+    waited_at = waited_at[0][0] if waited_at else ""
+    last_beat = min(beats[r] for r in aborted)
+    culprits = []
+    for rank in range(world):
+        where = f" during {positions[rank]}" if rank in positions else ""
+        if beats[rank] == 0:
+            culprits.append(f"rank {rank} never arrived")
+        elif rank not in aborted and beats[rank] < last_beat - STOPPED_MARGIN_BEATS:
+            culprits.append(f"rank {rank} stopped responding{where}")
+        elif waited_at and positions.get(rank, waited_at) != waited_at:
+            culprits.append(f"rank {rank} was at {positions[rank]}")
+    if not culprits:
+        return ""
+    return (f"{'; '.join(culprits)}; rank {_ranks(aborted)} "
+            f"{'was' if len(aborted) == 1 else 'were'} then ended by SIGABRT"
+            f"{f' in {waited_at}' if waited_at else ''}, as NCCL's watchdog ends a rank whose "
+            "collective outlasted --timeout")

@@ -5,6 +5,7 @@ groups of the backends being measured. Shared by the measuring sweep and by doct
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -71,6 +72,20 @@ def _gpu_identity(found: dict) -> str | None:
     return found.get("gpu_uuid") or (pci if isinstance(pci, str) and ":" in pci else None)
 
 
+def nccl_error_handling() -> None:
+    """Let NCCL's watchdog abort a timed-out communicator without ending the process
+    (TORCH_NCCL_ASYNC_ERROR_HANDLING=2, CleanUpOnly), unless the user chose a mode.
+
+    torch's default tears the process down: the watchdog thread kills the rank with SIGABRT
+    while its host waits in a CUDA event's synchronize, so no Python code runs: the rank can
+    neither report what it waited for, nor, as rank 0 of torchrun or SLURM, finish the results
+    folder. With the communicator aborted, the stuck kernels end, the host wakes, and the next
+    call through the control channel (gloo, --timeout) fails naming the rank that stopped."""
+    if not any(name in os.environ for name in ("TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                                               "NCCL_ASYNC_ERROR_HANDLING")):
+        os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "2"
+
+
 def mesh_members(shape: tuple[int, ...], axis: int) -> tuple[tuple[int, ...], ...]:
     """The groups along ``axis`` of a row-major mesh of ``shape`` (the last axis contiguous):
     ranks that differ only in that coordinate, in mesh order."""
@@ -104,6 +119,8 @@ class Session:
     def join(self) -> None:
         """Bind the GPU, connect to the store, start the heartbeat, form the gloo group."""
         env, timeout = self.env, self.timeout
+        if "nccl" in self.backends:  # read when an NCCL group is made
+            nccl_error_handling()
         if self.cuda:  # bind before any group exists
             count = torch.cuda.device_count()
             torch.cuda.set_device(pick_device(env.local_rank, count, "nccl" in self.backends))
