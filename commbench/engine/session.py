@@ -175,10 +175,21 @@ class Session:
         return self._groups[backend]
 
     def _options(self, backend: str):
-        """Backend options carrying --timeout (DeviceMesh passes them to every group)."""
-        options = (dist.ProcessGroupGloo._Options() if backend == "gloo"
-                   else dist.ProcessGroupNCCL.Options())
-        options._timeout = timedelta(seconds=self.timeout)
+        """Backend options carrying --timeout (DeviceMesh passes them to every group), or None
+        where this torch cannot build them: gloo's options class is private
+        (``ProcessGroupGloo._Options``), CPU builds have no ProcessGroupNCCL, and ``_timeout``
+        is a private field. Without options the groups are made by hand (``_mesh_by_hand``)."""
+        if backend == "gloo":
+            make = getattr(getattr(dist, "ProcessGroupGloo", None), "_Options", None)
+        else:
+            make = getattr(getattr(dist, "ProcessGroupNCCL", None), "Options", None)
+        if make is None:
+            return None
+        try:
+            options = make()
+            options._timeout = timedelta(seconds=self.timeout)
+        except (AttributeError, TypeError, RuntimeError):
+            return None
         return options
 
     def groups_for(self, backend: str, device: str, mesh: tuple[tuple[str, int], ...],
@@ -200,25 +211,41 @@ class Session:
 
     def _make_mesh(self, backend: str, device: str, names: tuple[str, ...],
                    shape: tuple[int, ...]) -> dict:
-        """dim name -> this rank's group. torch >= 2.6 takes a backend per dimension; before,
-        DeviceMesh would give every dimension the default (gloo) backend, so groups are made
-        by hand in the same row-major layout."""
+        """dim name -> this rank's group, every group with --timeout.
+
+        torch >= 2.6 takes a backend per dimension (``backend_override``); before, DeviceMesh
+        would give every dimension the default (gloo) backend. Some releases' DeviceMesh drop
+        the options' timeout when they make the groups (they then get torch's default, 10 min
+        for NCCL), so the timeout is set again on every group (``ProcessGroup.set_timeout``).
+        Where torch lacks any of these, the groups are made by hand in the same row-major
+        layout, with ``new_group(timeout=)``."""
         from torch.distributed.device_mesh import init_device_mesh
 
-        try:
-            override = {name: (backend, self._options(backend)) for name in names}
-            mesh = init_device_mesh("cuda" if device == "cuda" else "cpu", shape,
-                                    mesh_dim_names=names, backend_override=override)
-            return {name: mesh.get_group(name) for name in names}
-        except TypeError:  # torch without backend_override
-            groups = {}
-            for axis, name in enumerate(names):
-                for ranks in mesh_members(shape, axis):  # every rank creates every group
-                    group = dist.new_group(list(ranks), backend=backend,
-                                           timeout=timedelta(seconds=self.timeout))
-                    if self.rank in ranks:
-                        groups[name] = group
-            return groups
+        timeout = timedelta(seconds=self.timeout)
+        override = {name: (backend, self._options(backend)) for name in names}
+        if all(options is not None for _, options in override.values()) and hasattr(
+                dist.ProcessGroup, "set_timeout"):
+            try:
+                mesh = init_device_mesh("cuda" if device == "cuda" else "cpu", shape,
+                                        mesh_dim_names=names, backend_override=override)
+            except TypeError:  # torch without backend_override
+                mesh = None
+            if mesh is not None:
+                groups = {name: mesh.get_group(name) for name in names}
+                for group in groups.values():
+                    group.set_timeout(timeout)
+                return groups
+        return self._mesh_by_hand(backend, names, shape, timeout)
+
+    def _mesh_by_hand(self, backend: str, names: tuple[str, ...], shape: tuple[int, ...],
+                      timeout: timedelta) -> dict:
+        groups = {}
+        for axis, name in enumerate(names):
+            for ranks in mesh_members(shape, axis):  # every rank creates every group
+                group = dist.new_group(list(ranks), backend=backend, timeout=timeout)
+                if self.rank in ranks:
+                    groups[name] = group
+        return groups
 
     def nodes(self) -> list[tuple]:
         """Each rank's node: the launcher's node rank where it gives one, else the host."""

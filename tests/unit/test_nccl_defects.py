@@ -463,3 +463,60 @@ def test_an_aborted_communicator_is_diagnosed_as_the_timeout_it_was():
                        5.0)
     assert failure.kind == "timeout"
     assert str(failure) == f"timeout after 5s in {AT_1M}: rank 2 stopped responding"
+
+
+# ---- 7. --timeout on every mesh group; interfaces on clusters; the GPU tests' own timeout -----
+
+
+@pytest.fixture
+def one_rank_world(monkeypatch):
+    """A real one-rank gloo world in this process (the mesh code makes real groups)."""
+    import torch.distributed as dist
+
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def group_timeout(group):
+    """What a group would wait (test-only: torch has no public reader)."""
+    backend = group._get_backend(torch.device("cpu"))
+    return backend.options._timeout
+
+
+def mesh_session(timeout=7.0):
+    from commbench.engine.session import Session
+    from commbench.launch.environment import RankEnv
+
+    return Session(RankEnv("local", 0, 1, 0, 1, "127.0.0.1", 1, True), timeout, ("gloo",),
+                   cuda=False)
+
+
+def test_mesh_groups_get_the_timeout(one_rank_world):
+    groups = mesh_session()._make_mesh("gloo", "cpu", ("dp", "tp"), (1, 1))
+    assert {name: group_timeout(g).total_seconds() for name, g in groups.items()} == {
+        "dp": 7.0, "tp": 7.0}
+
+
+def test_a_torch_without_gloo_options_makes_the_groups_by_hand(one_rank_world, monkeypatch):
+    import torch.distributed as dist
+
+    monkeypatch.delattr(dist.ProcessGroupGloo, "_Options")
+    groups = mesh_session()._make_mesh("gloo", "cpu", ("dp", "tp"), (1, 1))
+    assert [group_timeout(g).total_seconds() for g in groups.values()] == [7.0, 7.0]
+
+
+def test_a_device_mesh_that_drops_the_options_timeout_is_corrected(one_rank_world, monkeypatch):
+    """As DeviceMesh did on releases whose new_group call had no timeout=: torch's default."""
+    import torch.distributed as dist
+    import torch.distributed.device_mesh as device_mesh
+
+    def dropping(device, shape, mesh_dim_names, backend_override):
+        made = {name: dist.new_group([0], backend=backend_override[name][0])
+                for name in mesh_dim_names}
+        return SimpleNamespace(get_group=made.__getitem__)
+
+    monkeypatch.setattr(device_mesh, "init_device_mesh", dropping)
+    groups = mesh_session()._make_mesh("gloo", "cpu", ("dp", "tp"), (1, 1))
+    assert [group_timeout(g).total_seconds() for g in groups.values()] == [7.0, 7.0]
