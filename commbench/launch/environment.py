@@ -33,6 +33,7 @@ class RankEnv:
     master_addr: str
     master_port: int
     agent_store: bool  # a launcher agent hosts the store; every rank is a client
+    nnodes: int = 0  # nodes the job's ranks run on, where the launcher says (0: not said)
 
 
 def _int(environ: Mapping[str, str], *names: str, default: int | None = None) -> int | None:
@@ -139,18 +140,18 @@ def detect(environ: Mapping[str, str] | None = None) -> RankEnv | None:
     if "SLURM_PROCID" in env and _int(env, "SLURM_NTASKS", "SLURM_NPROCS", default=1) > 1:
         nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
         master = env.get("MASTER_ADDR") or (first_host(nodelist) if nodelist else "127.0.0.1")
+        world = _int(env, "SLURM_NTASKS", "SLURM_NPROCS")
+        nnodes = slurm_nodes(env)
         return RankEnv(
             launcher="slurm",
             rank=_int(env, "SLURM_PROCID"),
-            world=_int(env, "SLURM_NTASKS", "SLURM_NPROCS"),
+            world=world,
             local_rank=_int(env, "SLURM_LOCALID", default=0),
-            # SLURM_NTASKS_PER_NODE is set only by --ntasks-per-node; one node holds them all.
-            local_world=_int(env, "SLURM_NTASKS_PER_NODE", default=0) or (
-                _int(env, "SLURM_NTASKS", "SLURM_NPROCS")
-                if _int(env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES", default=0) == 1 else 1),
+            local_world=world if nnodes == 1 else slurm_tasks_here(env, world),
             master_addr=master,
             master_port=port,
             agent_store=False,
+            nnodes=nnodes,
         )
     for family, prefix_rank, prefix_size, local, local_size in (
         ("openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
@@ -178,6 +179,36 @@ def detect(environ: Mapping[str, str] | None = None) -> RankEnv | None:
                 agent_store=False,
             )
     return None
+
+
+def slurm_nodes(env: Mapping[str, str]) -> int:
+    """Nodes of this SLURM step: the step's count or node list, else the job's (0: unknown).
+    SLURM_NTASKS_PER_NODE cannot tell: an srun step inherits it from sbatch's
+    --ntasks-per-node, whatever the step's own layout."""
+    count = _int(env, "SLURM_STEP_NUM_NODES", default=0)
+    if not count and env.get("SLURM_STEP_NODELIST", "").strip():
+        count = len(hostnames(env["SLURM_STEP_NODELIST"]))
+    count = count or _int(env, "SLURM_NNODES", "SLURM_JOB_NUM_NODES", default=0)
+    if not count and env.get("SLURM_JOB_NODELIST", "").strip():
+        count = len(hostnames(env["SLURM_JOB_NODELIST"]))
+    return count
+
+
+def slurm_tasks_here(env: Mapping[str, str], world: int) -> int:
+    """Tasks of this step on this node, from SLURM_STEP_TASKS_PER_NODE ('8(x2)', '3,2': per
+    node of the step, this one at SLURM_NODEID), else SLURM_NTASKS_PER_NODE, else 1."""
+    layout = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or ""
+    per_node: list[int] = []
+    for part in filter(None, layout.split(",")):
+        match = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", part)
+        if not match:
+            per_node = []
+            break
+        per_node += [int(match.group(1))] * int(match.group(2) or 1)
+    node = _int(env, "SLURM_NODEID", default=0)
+    if per_node:
+        return per_node[node] if node < len(per_node) else per_node[0]
+    return min(world, _int(env, "SLURM_NTASKS_PER_NODE", default=1) or 1)
 
 
 def agent_rank_env() -> RankEnv:
@@ -209,23 +240,58 @@ def interface_towards(address: str, port: int) -> str | None:
     return _interface_with(local_ip)
 
 
+# Bridges and container ends: up, with an address, and useless to the other nodes.
+VIRTUAL_INTERFACES = ("lo", "docker", "virbr", "veth", "br-")
+
+
 def outward_interface() -> str | None:
-    """The first interface that is up and not loopback (for a host whose own name resolves to
-    127.0.1.1, as Debian's /etc/hosts makes it): where the other nodes reach this one."""
+    """Where the other nodes reach this one, for a host whose own name resolves to 127.0.1.1
+    (as Debian's /etc/hosts makes it): the interface of the default route, else the first by
+    name that is up with an address outside 127/8, neither loopback nor a bridge or container
+    interface (docker0, virbr0, veth*, br-*), which are up with an address on many hosts."""
     import psutil
 
     stats = psutil.net_if_stats()
-    for name, addresses in psutil.net_if_addrs().items():
+    addresses = psutil.net_if_addrs()
+
+    def usable(name: str) -> bool:
         up = stats.get(name) is not None and stats[name].isup
-        ipv4 = [a.address for a in addresses if a.family == socket.AF_INET]
-        if up and ipv4 and not any(ip.startswith("127.") for ip in ipv4):
-            return name
-    return None
+        ipv4 = [a.address for a in addresses.get(name, []) if a.family == socket.AF_INET]
+        return (up and not name.startswith(VIRTUAL_INTERFACES)
+                and any(not ip.startswith("127.") for ip in ipv4))
+
+    route = default_route_interface()
+    if route is not None and usable(route):
+        return route
+    return next((name for name in sorted(addresses) if usable(name)), None)
+
+
+def default_route_interface(table: str = "/proc/net/route") -> str | None:
+    """The interface of the IPv4 default route with the lowest metric (Linux), or None."""
+    best: tuple[int, str] | None = None
+    try:
+        with open(table) as routes:
+            lines = routes.read().splitlines()[1:]
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 7 or fields[1] != "00000000" or not int(fields[3], 16) & 1:
+            continue  # not a default route, or not up (RTF_UP)
+        metric = int(fields[6])
+        if best is None or metric < best[0]:
+            best = (metric, fields[0])
+    return best[1] if best else None
 
 
 def all_ranks_here(env: RankEnv) -> bool:
-    """Whether every rank of the job runs on this host (then loopback carries everything)."""
-    return env.launcher == "local" or env.local_world >= env.world
+    """Whether every rank of the job runs on this host (then loopback carries everything):
+    the launcher's node count where it gives one, else its count of ranks on this node."""
+    if env.launcher == "local":
+        return True
+    if env.nnodes:
+        return env.nnodes == 1
+    return env.local_world >= env.world
 
 
 def pin_interfaces(env: RankEnv) -> None:
