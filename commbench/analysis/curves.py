@@ -1,7 +1,16 @@
 """A run's curves read at any size, for the step-time estimate: the medians where the run
 measured, log-log interpolation between its sizes, the piecewise α–β fit outside them; and
 which rows make the curve of a term (its mesh dimension's groups where the run has them, else
-the whole world, with a note saying so). Data in, data out: nothing here imports torch."""
+the whole world, with a note saying so).
+
+A term whose groups have another size than the measured curve's (dp=64 read off a 2-rank run)
+is a projection, never the measured number: the α–β fit is split per ring step and rebuilt
+for the term's group (nccl-tests PERFORMANCE.md). A ring collective over p ranks makes
+steps(p) = p · busbw_factor(p) steps (allreduce 2(p-1), allgather and reduce-scatter p-1), each
+moving 1/p of the bytes, so its time is steps(p) · (α_step + (n/p) / β_link): α scales with
+steps(p) / steps(p0) and the byte term with busbw_factor(p) / busbw_factor(p0). The factor is
+the op descriptor's; contention between concurrent groups and a different network at scale
+are not modelled, and the notes say so. Data in, data out: nothing here imports torch."""
 
 from __future__ import annotations
 
@@ -12,9 +21,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from commbench import collectives
-from commbench.analysis.model import CurveFit, fit_curve, measured_curves
+from commbench.analysis.model import CurveFit, fit_curve, measured_curves, too_few_sizes
 from commbench.errors import UsageError
 from commbench.results.schema import is_combined
+from commbench.sizes import format_size
 
 if TYPE_CHECKING:
     from commbench.analysis.estimate import StepSpec
@@ -22,6 +32,7 @@ if TYPE_CHECKING:
 # p2p rows a pipeline term prefers: the one-way time of one message first.
 P2P_PATTERNS = ("pingpong", "unidir", "ring", "bidir")
 MEASURED, INTERPOLATED, EXTRAPOLATED = "measured", "interpolated", "model fit (extrapolated)"
+PROJECTED = "projected"  # from another group size, per ring step (the module docstring)
 _HINTS = {
     "allreduce": "commbench allreduce",
     "allgather": "commbench run --ops reduce-scatter,allgather",
@@ -37,9 +48,32 @@ class MeasuredCurve:
     sizes: np.ndarray
     times_us: np.ndarray
     label: str
+    op: str = ""
+    ranks: int = 0  # the measured group size
+    project_to: int = 0  # read for groups of this size instead (0: as measured)
     _fit: CurveFit | None = field(default=None, repr=False)
 
+    def fit(self, why: str) -> CurveFit:
+        """The curve's α–β fit, under the one rule on sizes that ``model`` applies."""
+        if self._fit is None:
+            refusal = too_few_sizes(f"the {self.label} curve", len(self.sizes), why)
+            if refusal:
+                raise UsageError(refusal)
+            self._fit = fit_curve(self.sizes, self.times_us)
+        return self._fit
+
+    def _segment(self, size: int, why: str):
+        segment = self.fit(why).segment_for(size)
+        if not segment.usable:
+            raise UsageError(
+                f"{why} needs the {self.label} curve's α–β fit over "
+                f"{format_size(segment.size_lo)}-{format_size(segment.size_hi)}, and there it "
+                f"is no usable fit ({segment.note}): rerun with a larger --min-time")
+        return segment
+
     def time_us(self, size: int) -> tuple[float, str]:
+        if self.project_to and self.project_to != self.ranks:
+            return self._projected(size), PROJECTED
         sizes, times = self.sizes, self.times_us
         where = int(np.searchsorted(sizes, size))
         if where < len(sizes) and sizes[where] == size:
@@ -49,12 +83,23 @@ class MeasuredCurve:
             share = math.log(size / sizes[lo]) / math.log(sizes[hi] / sizes[lo])
             log_time = math.log(times[lo]) + share * math.log(times[hi] / times[lo])
             return math.exp(log_time), INTERPOLATED
-        if len(sizes) < 2:
-            raise UsageError(f"the {self.label} curve has one size: measure a sweep to "
-                             "extrapolate to other sizes")
-        if self._fit is None:
-            self._fit = fit_curve(sizes, times)
-        return self._fit.time_us(size), EXTRAPOLATED
+        why = f"reading it at {format_size(size)} (outside the measured sizes)"
+        return self._segment(size, why).time_us(size), EXTRAPOLATED
+
+    def _projected(self, size: int) -> float:
+        """The time for groups of ``project_to`` ranks, from the fit at ``ranks`` per step."""
+        why = f"projecting it from {self.ranks} to {self.project_to} ranks"
+        segment = self._segment(size, why)
+        steps, volume = ring_scaling(self.op, self.ranks, self.project_to)
+        return segment.alpha_us * steps + size * segment.us_per_byte * volume
+
+
+def ring_scaling(op: str, measured: int, target: int) -> tuple[float, float]:
+    """(α ratio, byte-term ratio) from ``measured`` to ``target`` ranks of a ring collective:
+    steps p · f(p) and bytes f(p), f being the op's busbw factor (the module docstring)."""
+    factor = collectives.get(op).busbw_factor
+    steps = (target * factor(target)) / (measured * factor(measured))
+    return steps, factor(target) / factor(measured)
 
 
 class RunCurves:
@@ -108,8 +153,8 @@ class RunCurves:
             rows = self._nearest_group(own, group, collective)
             size = int(rows[0]["group_size"] or rows[0]["world_size"])
             if size != group and not pairwise:
-                self._note(f"{parallelism} terms use the run's {parallelism} groups of {size} "
-                           f"ranks, not {parallelism}={group}")
+                self._project_note(parallelism, collective, size, group,
+                                   f"the run's {parallelism} groups of {size} ranks")
             label = f"{collective} {parallelism}={size}"
         elif world:
             rows = self._nearest_group(world, group, collective)
@@ -118,9 +163,13 @@ class RunCurves:
             if pairwise and (size != group or others > 1):
                 self._note(f"{parallelism} p2p term uses whole-world pairs (ranks 0-1, 2-3, ... "
                            f"of {size}), not neighbouring pipeline stages")
-            elif size != group or others > 1:
+            elif size != group:
+                self._project_note(parallelism, collective, size, group,
+                                   f"the whole-world curve ({size} ranks)")
+            elif others > 1:
                 self._note(f"{parallelism} {collective} term uses the whole-world curve "
-                           f"({size} ranks), not {parallelism}={group} groups")
+                           f"({size} ranks), not {parallelism}={group} groups running beside "
+                           "other groups")
             label = f"{collective} whole world ({size} ranks)"
         else:
             dims = sorted({str(r.get("dim")) for r in rows})
@@ -130,7 +179,17 @@ class RunCurves:
                              f"--dim {parallelism}`")
         # The rows left share every part of a curve's key: they are one curve.
         ((sizes, times),) = measured_curves(rows).values()
-        return MeasuredCurve(sizes=sizes, times_us=times, label=label)
+        measured = int(rows[0]["group_size"] or rows[0]["world_size"])
+        return MeasuredCurve(sizes=sizes, times_us=times, label=label, op=collective,
+                             ranks=measured, project_to=0 if pairwise else group)
+
+    def _project_note(self, parallelism: str, collective: str, size: int, group: int,
+                      source: str) -> None:
+        steps, volume = ring_scaling(collective, size, group)
+        self._note(f"{parallelism} {collective} term is a projection: {parallelism}={group} "
+                   f"groups were not measured; {source} is read off its α–β fit per ring step "
+                   f"(latency x{steps:.3g}, byte term x{volume:.3g}); contention and the "
+                   "network at that scale are not measured")
 
     @staticmethod
     def _nearest_group(rows: list[dict], group: int, collective: str) -> list[dict]:

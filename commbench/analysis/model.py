@@ -31,6 +31,15 @@ Choice of the segments (the rule)
     better than that, and without the floor an exact curve (RSS = 0) would make any further
     split look infinitely good.
 
+What a segment may claim (checked after the cuts are chosen)
+    A byte term within its own noise is no bandwidth: when 1/β is less than ``SLOPE_T``
+    standard errors from 0 (weighted least squares, the same relative residuals), the segment
+    is refitted flat (β = ∞, "latency only") rather than printed as, say, β = 0.000 GB/s over
+    8-32 B. A segment is then usable when its line explains the data: R² ≥ ``MIN_R2`` for a
+    sloped segment; a flat one has nothing for R² to explain (it is 0 by construction), so its
+    rms relative residual must stay under ``MAX_FLAT_RMS``. An unusable segment is kept (the
+    table says "no usable fit" for its range) but never read by an estimate.
+
 Sizes are bytes per rank of the largest buffer (SPEC §2), times are µs, β is GB/s = 1e9 B/s, so
 t_us = α_us + n / (β_gbps · 1e3). Data in, data out: nothing here prints or imports torch.
 """
@@ -47,17 +56,22 @@ from commbench import collectives
 from commbench.errors import UsageError
 from commbench.results.schema import is_combined, op_label
 
-MIN_SIZES = 4  # a run with fewer sizes for an op is refused: two parameters need spare points
+# The one rule on sizes, for model and estimate alike: a curve is fitted (and read outside
+# its measured sizes) only with at least this many sizes: two parameters need spare points.
+MIN_SIZES = 4
 MAX_SEGMENTS = 3
 MIN_POINTS = 3  # per segment: two parameters and one degree of freedom
 NOISE_FLOOR = 0.01  # rms relative residual under which fits count as equally perfect
 BREAKPOINT_PARAMETERS = 3  # what one breakpoint costs in the criterion (see the docstring)
 FLAT = 1e-12  # a byte term this small against the times is rounding, not bandwidth
 US_PER_BYTE_AT_1_GBPS = 1e-3  # 1 GB/s = 1e9 B/s = 1e3 B/µs
+SLOPE_T = 2.0  # a byte term under 2 standard errors from 0 is noise (about 95 %)
+MIN_R2 = 0.5  # a line that explains less than half the variation says nothing
+MAX_FLAT_RMS = 0.25  # a latency-only segment whose times scatter more is no latency
 
 COLUMNS = ("op", "backend", "dim", "group_size", "dtype", "segment", "size_lo", "size_hi",
            "alpha_us", "beta_gbps", "r2", "worst_residual_pct", "pattern", "busbw_equiv_gbps",
-           "points")
+           "points", "usable", "note")
 
 
 @dataclass(frozen=True)
@@ -89,6 +103,12 @@ class Segment:
     us_per_byte: float  # 1/β in µs per byte; 0 = no size dependence (β = ∞)
     r2: float
     worst_residual_pct: float
+    usable: bool = True
+    note: str = ""  # "latency only", or why the segment is no usable fit (usable False)
+
+    @property
+    def flat(self) -> bool:
+        return self.us_per_byte <= 0
 
     @property
     def beta_gbps(self) -> float:
@@ -133,7 +153,7 @@ class CurveFit:
                 "beta_gbps": seg.beta_gbps, "r2": seg.r2,
                 "worst_residual_pct": seg.worst_residual_pct, "pattern": key.pattern,
                 "busbw_equiv_gbps": seg.beta_gbps * factor if factor is not None else math.nan,
-                "points": seg.points,
+                "points": seg.points, "usable": seg.usable, "note": seg.note,
             }
             for seg in self.segments
         ]
@@ -205,17 +225,51 @@ def _rss(sizes, times, alpha: float, per_byte: float) -> float:
     return float(relative @ relative)
 
 
+def _slope_resolved(sizes: np.ndarray, times: np.ndarray, alpha: float, per_byte: float,
+                    rss: float) -> bool:
+    """Whether 1/β is at least ``SLOPE_T`` standard errors from 0 (weighted least squares on
+    the relative residuals; α pinned at 0 leaves 1/β the only parameter)."""
+    if rss <= 0:
+        return True
+    if alpha > 0:
+        design = np.column_stack([1.0 / times, sizes / times])
+    else:
+        design = (sizes / times)[:, None]
+    spare = len(times) - design.shape[1]
+    if spare < 1:
+        return True  # nothing to judge it by (MIN_POINTS makes this rare)
+    try:
+        covariance = np.linalg.inv(design.T @ design) * (rss / spare)
+    except np.linalg.LinAlgError:
+        return False
+    error = math.sqrt(max(float(covariance[-1, -1]), 0.0))
+    return per_byte >= SLOPE_T * error
+
+
 def _segment(index: int, sizes: np.ndarray, times: np.ndarray) -> Segment:
     alpha, per_byte, rss = _fit_line(sizes, times)
+    note = ""
+    if per_byte > 0 and not _slope_resolved(sizes, times, alpha, per_byte, rss):
+        # A bandwidth read off noise means nothing: the segment is latency only.
+        along_one = 1.0 / times
+        alpha, per_byte = float(along_one.sum() / (along_one @ along_one)), 0.0
+        rss = _rss(sizes, times, alpha, per_byte)
     weights = 1.0 / times**2
     mean = float((weights * times).sum() / weights.sum())
     spread = float((((times - mean) / times) ** 2).sum())
     # A flat segment has nothing to explain: a perfect fit of it scores 1.
     r2 = 1.0 - rss / spread if spread > 0 else float(rss < 1e-24)
     worst = float(np.max(np.abs((alpha + sizes * per_byte - times) / times))) * 100
+    rms = math.sqrt(rss / len(times))
+    if per_byte <= 0:
+        usable = rms <= MAX_FLAT_RMS
+        note = "latency only" if usable else f"times scatter ±{rms:.0%} around a flat line"
+    else:
+        usable = r2 >= MIN_R2
+        note = "" if usable else f"the line explains R² {r2:.2f} of the times"
     return Segment(index=index, size_lo=int(sizes[0]), size_hi=int(sizes[-1]),
                    points=len(sizes), alpha_us=alpha, us_per_byte=per_byte, r2=r2,
-                   worst_residual_pct=worst)
+                   worst_residual_pct=worst, usable=usable, note=note)
 
 
 def choose_cuts(sizes: np.ndarray, times: np.ndarray) -> tuple[int, ...]:
@@ -267,17 +321,25 @@ def fit_curve(sizes, times_us, key: CurveKey | None = None) -> CurveFit:
                     times_us=tuple(float(t) for t in times), segments=segments)
 
 
+def too_few_sizes(what: str, count: int, why: str = "") -> str:
+    """The one rule on sizes (``MIN_SIZES``), worded once for model and estimate: the refusal,
+    or '' when ``count`` sizes are enough."""
+    if count >= MIN_SIZES:
+        return ""
+    need = f": {why} needs an α–β fit, and" if why else ";"
+    return (f"{what} has {count} size(s){need} a fit needs at least {MIN_SIZES}: measure more, "
+            "e.g. --sizes 8-64M")
+
+
 def fit_run(rows: list[dict], name: str = "the run") -> list[CurveFit]:
     """Fit every curve of a run; refuse a curve with fewer than ``MIN_SIZES`` sizes."""
     curves = measured_curves(rows)
     if not curves:
         raise UsageError(f"{name} has no sized rows to fit (barrier has no sizes)")
     for key, (sizes, _) in curves.items():
-        if len(sizes) < MIN_SIZES:
-            raise UsageError(
-                f"{name}: {key.describe()} has {len(sizes)} size(s); a fit needs at least "
-                f"{MIN_SIZES}: measure more, e.g. --sizes 8-64M"
-            )
+        refusal = too_few_sizes(f"{name}: {key.describe()}", len(sizes))
+        if refusal:
+            raise UsageError(refusal)
     return [fit_curve(sizes, times, key) for key, (sizes, times) in curves.items()]
 
 
@@ -287,9 +349,9 @@ def segment_records(fits: list[CurveFit]) -> list[dict]:
 
 def fit_lines(fits: list[CurveFit], points: int = 32) -> dict[CurveKey, tuple[np.ndarray,
                                                                              np.ndarray]]:
-    """Points of each fitted curve for a plot: every segment drawn from the cut before it to
-    the cut after it (geometric means of neighbouring sizes), NaN between segments so a line
-    breaks where the model jumps."""
+    """Points of each fitted curve for a plot: every usable segment drawn from the cut before
+    it to the cut after it (geometric means of neighbouring sizes), NaN between segments so a
+    line breaks where the model jumps, and over a segment with no usable fit."""
     lines = {}
     for fit in fits:
         xs, ys = [], []
@@ -304,7 +366,9 @@ def fit_lines(fits: list[CurveFit], points: int = 32) -> dict[CurveKey, tuple[np
                 xs.append(np.array([np.nan]))
                 ys.append(np.array([np.nan]))
             xs.append(sizes)
-            ys.append(segment.alpha_us + sizes * segment.us_per_byte)
+            # No usable fit: nothing drawn over its sizes (a line there would claim one).
+            ys.append(segment.alpha_us + sizes * segment.us_per_byte if segment.usable
+                      else np.full(len(sizes), np.nan))
         lines[fit.key] = (np.concatenate(xs), np.concatenate(ys))
     return lines
 

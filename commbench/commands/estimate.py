@@ -32,19 +32,6 @@ def run_estimate(path: str, params: str, dtype: str, dp: int, tp: int, pp: int, 
     return EXIT_OK
 
 
-def _size(nbytes: int) -> str:
-    """Exact units when they exist (25M), else an approximation (≈417.23M)."""
-    from commbench.sizes import format_size
-
-    text = format_size(nbytes)
-    if not text.isdigit() or nbytes < 1024:
-        return text
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if nbytes >= scale:
-            return f"≈{nbytes / scale:.2f}{unit}"
-    return text
-
-
 def _count(value: float) -> str:
     """7e9 -> '7B', 1.3e9 -> '1.3B' (powers of 1000, as --params reads them)."""
     for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
@@ -61,16 +48,19 @@ def _print(name: str, spec, result) -> None:
     from commbench.analysis.estimate import NO_OVERLAP
     from commbench.output.console import make_console, terminal_width
     from commbench.output.tables import Column, render
+    from commbench.sizes import format_size
 
     layout = f"dp={spec.dp} tp={spec.tp} pp={spec.pp}"
     zero = {"0": "DDP", "3": "ZeRO-3/FSDP"}.get(spec.zero, f"ZeRO-{spec.zero}")
     title = (f"{name}: {_count(spec.params)} parameters, {spec.dtype}, {layout}, {zero}, "
              f"{spec.micro_batches} micro-batch(es) per step")
+    # At 80 columns the decoration goes first (per call = per step / calls); what a term is
+    # and where its time comes from (measured ... projected) are kept, wrapped if need be.
     columns = [Column("", left=True), Column("collective", left=True),
-               Column("what", left=True, drop=3), Column("size"), Column("calls"),
-               Column("per call", "us", drop=2), Column("per step", "ms"),
-               Column("source", left=True, drop=1)]
-    rows = [[term.parallelism, term.collective, term.what, _size(term.nbytes),
+               Column("what", left=True), Column("size"), Column("calls"),
+               Column("per call", "us", drop=1), Column("per step", "ms"),
+               Column("source", left=True)]
+    rows = [[term.parallelism, term.collective, term.what, format_size(term.nbytes),
              str(term.calls), f"{term.per_call_us:.1f}", _seconds(term.time_s), term.source]
             for term in result.terms]
     rows += [[parallelism, "subtotal", "", "", "", "", _seconds(seconds), ""]

@@ -89,8 +89,15 @@ def _columns():
                                                                           left=True),
         Column("seg"), Column("sizes", left=True), Column("alpha", "us"),
         Column("beta", "GB/s"), Column("busbw", "GB/s", drop=2), Column("R2", drop=1),
-        Column("worst", "%", drop=1),
+        Column("worst", "%", drop=1), Column("fit", left=True),
     ]
+
+
+def _fit_word(record: dict) -> str:
+    """What the segment may be used for: a line, latency only, or nothing."""
+    if not record["usable"]:
+        return "no usable fit"
+    return "latency only" if record["note"] == "latency only" else "alpha-beta"
 
 
 def _print_table(name: str, records: list[dict]) -> None:
@@ -98,17 +105,28 @@ def _print_table(name: str, records: list[dict]) -> None:
     from commbench.output.tables import render
     from commbench.sizes import format_size
 
-    rows = []
+    rows, notes = [], []
     for r in records:
+        sizes = f"{format_size(r['size_lo'])}-{format_size(r['size_hi'])}"
+        usable = r["usable"]
+        flat = r["beta_gbps"] is None or math.isinf(r["beta_gbps"])
         rows.append([
             op_label(r["op"], r["pattern"]), r["backend"], r["dim"] or "world",
-            str(r["group_size"]), r["dtype"],
-            str(r["segment"]), f"{format_size(r['size_lo'])}-{format_size(r['size_hi'])}",
-            _number(r["alpha_us"], 2), _number(r["beta_gbps"], 3),
-            _number(r["busbw_equiv_gbps"], 3), _number(r["r2"], 4),
-            _number(r["worst_residual_pct"], 1),
+            str(r["group_size"]), r["dtype"], str(r["segment"]), sizes,
+            _number(r["alpha_us"], 2) if usable else "-",
+            _number(r["beta_gbps"], 3) if usable else "-",
+            _number(r["busbw_equiv_gbps"], 3) if usable else "-",
+            "-" if flat else _number(r["r2"], 4),  # flat: nothing for R² to explain
+            _number(r["worst_residual_pct"], 1), _fit_word(r),
         ])
+        if not usable:
+            notes.append(f"{op_label(r['op'], r['pattern'])} {r['backend']} "
+                         f"{r['dim'] or 'world'} {sizes}: no usable fit ({r['note']}); the "
+                         "estimate will not read it (rerun with a larger --min-time, on an "
+                         "idle machine)")
     console = make_console()
     console.print(f"# {name}: t = alpha + n / beta", markup=False, soft_wrap=True)
     for line in render(_columns(), rows, terminal_width()):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for note in notes:
+        console.print(f"note: {note}", markup=False, highlight=False)

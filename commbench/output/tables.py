@@ -91,7 +91,9 @@ class Layout:
         if not any(c.unit for c in self.columns):
             return names
         units = self._format([f"({c.unit})" if c.unit else "" for c in self.columns])
-        return [line for pair in zip(names, units, strict=True) for line in pair]
+        # A wrapped part without units has no second header line (not a blank one).
+        return [line for pair in zip(names, units, strict=True) for line in pair
+                if line.strip()]
 
     def row(self, cells: list[str]) -> list[str]:
         return self._format(cells)

@@ -115,14 +115,37 @@ def test_tensor_parallel_allreduces_use_the_tp_curve_of_a_mesh_run():
     assert not [n for n in result.notes if "whole-world" in n or "groups of" in n]
 
 
-def test_without_mesh_rows_terms_fall_back_to_the_whole_world_with_a_note():
+def projected(alpha, beta_gbps, nbytes, steps, volume):
+    return alpha * steps + nbytes / (beta_gbps * 1e3) * volume
+
+
+def test_without_mesh_rows_terms_are_projected_from_the_whole_world_per_ring_step():
+    # The 8-rank allreduce (30 µs, 4 GB/s) read for tp=4 groups: a ring of p ranks makes
+    # 2(p-1) steps of n/p bytes, so α x 2·3 / (2·7) = 3/7 and the byte term x (2·3/4) /
+    # (2·7/8) = 6/7; for dp=2: α x 2 / 14 = 1/7, bytes x 1 / 1.75 = 4/7.
     result = run("model-step", params="7B", dp=2, tp=4, layers=32, hidden=4096, seq=4096)
     tp = [t for t in result.terms if t.parallelism == "tp"]
-    assert tp[0].per_call_us == pytest.approx(us(30, 4, 2**25))
-    assert ("tp allreduce term uses the whole-world curve (8 ranks), not tp=4 groups"
-            in result.notes)
-    assert ("dp allreduce term uses the whole-world curve (8 ranks), not dp=2 groups"
-            in result.notes)
+    assert tp[0].per_call_us == pytest.approx(projected(30, 4, 2**25, 3 / 7, 6 / 7))
+    assert {t.source for t in result.terms} == {"projected"}
+    first = result.terms[0]
+    assert (first.parallelism, first.nbytes) == ("dp", MiB)
+    assert first.per_call_us == pytest.approx(projected(30, 4, MiB, 1 / 7, 4 / 7))
+    assert any(n.startswith("tp allreduce term is a projection: tp=4 groups were not "
+                            "measured; the whole-world curve (8 ranks)") for n in result.notes)
+    assert any(n.startswith("dp allreduce term is a projection") for n in result.notes)
+
+
+def test_a_two_rank_run_read_for_dp_64_is_a_projection_not_the_same_number():
+    rows = [{**r, "world_size": 2, "group_size": 2} for r in load_run(FIXTURES / "model-step")
+            .rows]
+    at = {dp: estimate(rows, step_spec(params="1.3B", dp=dp)) for dp in (2, 64)}
+    assert {t.source for t in at[2].terms} <= {"measured", "interpolated"}
+    assert {t.source for t in at[64].terms} == {"projected"}
+    # allreduce (30 µs, 4 GB/s) at 2 ranks -> 64: α x 2·63 / 2, bytes x (2·63/64) / 1.
+    first = at[64].terms[0]
+    assert first.per_call_us == pytest.approx(projected(30, 4, MiB, 63, 126 / 64))
+    assert at[64].total_s > 1.9 * at[2].total_s
+    assert any("dp allreduce term is a projection: dp=64" in n for n in at[64].notes)
 
 
 def test_sequence_parallel_turns_each_allreduce_into_allgather_plus_reduce_scatter():
@@ -134,7 +157,10 @@ def test_sequence_parallel_turns_each_allreduce_into_allgather_plus_reduce_scatt
     assert [(t.collective, t.nbytes, t.calls) for t in tp] == [
         ("allgather", 32 * MiB, 64), ("reduce_scatter", 32 * MiB, 64),
         ("allgather", 32 * MiB, 64), ("reduce_scatter", 32 * MiB, 64)]
-    expected = 128 * us(15, 8, 2**25) + 128 * us(12, 6, 2**25)
+    # Projected from the 8-rank curves to tp=4 (p-1 ring steps of n/p bytes): α x 3/7,
+    # byte term x (3/4) / (7/8) = 6/7.
+    expected = (128 * projected(15, 8, 2**25, 3 / 7, 6 / 7)
+                + 128 * projected(12, 6, 2**25, 3 / 7, 6 / 7))
     assert result.subtotals()["tp"] == pytest.approx(expected * 1e-6)
 
 
@@ -246,3 +272,54 @@ def test_a_training_dtype_the_run_did_not_measure_is_read_by_bytes_with_a_note()
         (1_048_576, 1), (26_214_400, 1068), (1_972_224, 1)]
     assert ("the run measured allreduce in bfloat16, not float32: times are read at the same "
             "byte size") in result.notes
+
+
+def test_model_and_estimate_share_one_rule_on_sizes():
+    # model-few: allreduce at 1K, 64K and 1M only. model refuses to fit 3 sizes; estimate used
+    # to extrapolate from the same 3 to 417 MB and call it a model fit.
+    from commbench.analysis.model import fit_run
+
+    with pytest.raises(UsageError, match="3 size\\(s\\); a fit needs at least 4"):
+        fit_run(load_run(FIXTURES / "model-few").rows)
+    with pytest.raises(UsageError) as info:
+        run("model-few", params="1.3B", dp=2)
+    assert str(info.value) == (
+        "the allreduce whole world (2 ranks) curve has 3 size(s): reading it at 25M (outside "
+        "the measured sizes) needs an α–β fit, and a fit needs at least 4: measure more, e.g. "
+        "--sizes 8-64M")
+    # Inside the measured sizes no fit is needed: 1M is measured, 512K interpolated.
+    inside = run("model-few", params="131072", dp=2, first_bucket="1M", bucket="512K")
+    assert {t.source for t in inside.terms} <= {"measured", "interpolated"}
+
+
+def test_an_unusable_segment_is_never_read():
+    rows = [dict(r) for r in load_run(FIXTURES / "model-step").rows if r["op"] == "allreduce"]
+    noise = [1.0, 3.0, 1.2, 2.8, 1.1, 3.1]  # no line fits this: times jump up and down
+    for row, scale in zip(rows, noise * len(rows), strict=False):
+        row["lat_us_p50"] = 100.0 * scale
+    with pytest.raises(UsageError, match="is no usable fit \\(times scatter"):
+        estimate(rows, step_spec(params="1T", dp=8, bucket="4G"))
+
+
+def test_at_80_columns_the_table_keeps_what_each_term_is(capsys, monkeypatch):
+    import commbench.output.console as console
+
+    monkeypatch.setattr(console, "terminal_width", lambda: 80)
+    code = run_estimate(str(FIXTURES / "model-step"), "7B", "bf16", 2, 4, 1, "0", "25M", "1M",
+                        32, 4096, 4096, 1, 1, False, json_out=False)
+    assert code == 0
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if not line.startswith(("#", "note:"))]
+    assert all(len(line) <= 80 for line in table)
+    assert "TP forward (after attention and MLP)" in out and "TP backward" in out
+    assert "projected" in out  # where the time comes from is kept too
+    assert "per call" not in out  # decoration goes first (per step / calls)
+
+
+def test_the_table_prints_sizes_with_format_size(capsys):
+    code = run_estimate(str(FIXTURES / "model-step"), "1.3B", "bf16", 2, 1, 1, "0", "25M",
+                        "1M", None, None, None, 1, 1, False, json_out=False)
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "≈" not in out
+    assert " 3638.5K " in out  # the last bucket, exactly as --sizes would read it

@@ -230,3 +230,33 @@ def test_any_exact_line_is_recovered(alpha, beta):
     (segment,) = fit_curve(sizes, [alpha + s / (beta * 1e3) for s in sizes]).segments
     assert segment.alpha_us == pytest.approx(alpha, rel=1e-6)
     assert segment.beta_gbps == pytest.approx(beta, rel=1e-6)
+
+
+def test_a_byte_term_within_its_noise_is_no_bandwidth():
+    # 8-128 B at about 100 µs: the free fit finds some slope; it is noise, not 0.000 GB/s.
+    (segment,) = fit_curve([8, 16, 32, 64, 128], [100.0, 104.0, 98.0, 103.0, 101.0]).segments
+    assert segment.beta_gbps == math.inf
+    assert segment.alpha_us == pytest.approx(101.2, rel=0.01)
+    assert segment.usable and segment.note == "latency only"
+
+
+def test_a_segment_no_line_fits_is_said_to_be_no_usable_fit(tmp_path, capsys):
+    (flat,) = fit_curve([8, 16, 32, 64, 128], [100.0, 300.0, 120.0, 280.0, 110.0]).segments
+    assert not flat.usable and "scatter" in flat.note
+    sloped = fit_curve([1 << k for k in range(10, 15)], [100.0, 900.0, 150.0, 1000.0, 600.0])
+    assert not sloped.segments[0].usable
+    lines = fit_lines([sloped])
+    assert np.isnan(next(iter(lines.values()))[1]).all()  # nothing drawn where no line fits
+    # The table says so, with no α or β to copy.
+    run = copy("model-exact", tmp_path)
+    rows_ = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    for row, scale in zip(rows_, [1.0, 3.0, 1.2, 2.8] * 10, strict=False):
+        row["lat_us_p50"] = 100.0 * scale
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows_))
+    assert run_model([str(run)], json_out=False) == 0
+    out = capsys.readouterr().out
+    table = next(line for line in out.splitlines() if line.startswith("allreduce"))
+    assert table.split()[7:10] == ["-", "-", "-"] and table.endswith("no usable fit")
+    assert "no usable fit (times scatter" in out
+    segments = json.loads((run / "model.json").read_text())["segments"]
+    assert [s["usable"] for s in segments] == [False]
