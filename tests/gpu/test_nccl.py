@@ -12,9 +12,13 @@ torch = pytest.importorskip("torch")
 from tests.conftest import read_meta, read_rows  # noqa: E402
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+# Each run here may take its subprocess timeout (300 s): pytest's own (180 s in pyproject)
+# must not end it first; a test with two runs carries twice that.
+RUN_S = 300
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(GPUS == 0, reason="needs a CUDA device (none visible)"),
+    pytest.mark.timeout(RUN_S),
 ]
 
 
@@ -41,6 +45,7 @@ def test_nccl_dtypes_are_exact(run_cli, dtype):
     assert [r["wrong"] for r in read_rows(run_dir)] == [0, 0]
 
 
+@pytest.mark.timeout(2 * RUN_S)
 def test_gloo_with_cuda_tensors_on_two_ranks(run_cli):
     done, run_dir = run_cli("run", "--ops", "allreduce,broadcast", "--backend", "gloo",
                             "--device", "cuda", "--nproc", "2", "--sizes", "8,1M",
@@ -55,6 +60,7 @@ def test_gloo_with_cuda_tensors_on_two_ranks(run_cli):
     assert done.returncode == 1 and read_rows(run_dir)[0]["wrong"] > 0
 
 
+@pytest.mark.timeout(2 * RUN_S)
 def test_cuda_graph_mode_validates_the_replay(run_cli):
     done, run_dir = run_cli("allgather", "--backend", "nccl", "--nproc", "1", "--cuda-graph",
                             "--sizes", "8,1M,64M", "--iters", "40", timeout=300)
@@ -69,6 +75,7 @@ def test_cuda_graph_mode_validates_the_replay(run_cli):
     assert done.returncode == 1 and read_rows(run_dir)[0]["wrong"] > 0
 
 
+@pytest.mark.timeout(2 * RUN_S)
 def test_cuda_events_agree_with_the_host_clock_at_64m(run_cli):
     """allgather out of place copies its input on one rank: real data moves (an in-place
     allreduce over one rank may move nothing)."""
@@ -111,3 +118,78 @@ def test_doctor_tries_nccl():
                            "--backend", "nccl"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "nccl first allreduce us" in done.stdout
+
+
+# ---- issue 22: the NCCL-path defects, where a device can show them ------------------------------
+
+
+def test_a_gpu_is_known_by_its_uuid_or_full_pci_address():
+    """Two ranks share a GPU only when these are equal (never the bus number alone)."""
+    import re
+
+    from commbench.engine import facts
+
+    torch.cuda.set_device(0)
+    found = facts.host_facts(0, ["cuda"])
+    assert re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}", found["pci_bus_id"] or ""), found
+    if hasattr(torch.cuda.get_device_properties(0), "uuid"):
+        assert found["gpu_uuid"], found
+
+
+def test_doctor_with_nccl_runs_one_rank_per_gpu_by_default():
+    """Without --nproc: a 1-GPU host was refused for 2 ranks."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "commbench", "doctor", "--backend", "nccl",
+                           "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["world_size"] == GPUS
+
+
+@pytest.mark.skipif(GPUS < 3, reason="needs 3 or more GPUs: a rank idles beside a p2p pair")
+def test_p2p_windows_with_an_idle_rank_do_not_hang(run_cli):
+    """A group's first NCCL call must be one all its ranks make (torch's batch_isend_irecv
+    rule): rank 2 idles beside the pair (0, 1)."""
+    done, run_dir = run_cli("p2p", "--pattern", "unidir,bidir", "--backend", "nccl", "--nproc",
+                            "3", "--sizes", "8,1M", "--iters", "10", "--timeout", "60",
+                            timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [r["wrong"] for r in read_rows(run_dir)] == [0, 0, 0, 0]
+
+
+@pytest.mark.skipif(GPUS < 3, reason="needs 3 or more GPUs: 1/n inexact (n no power of two)")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_nccl_float_averages_are_exact_at_three_ranks(run_cli, dtype):
+    """ncclAvg premultiplies by 1/3 rounded in the dtype: what the check expects."""
+    done, run_dir = run_cli("run", "--ops", "allreduce,reduce-scatter,reduce", "--op", "avg",
+                            "--dtype", dtype, "--backend", "nccl", "--nproc", "3", "--sizes",
+                            "8,1M", "--iters", "10", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_rows(run_dir)
+    assert rows and all(r["wrong"] == 0 and r["validation"] == "full" for r in rows)
+
+
+@pytest.mark.skipif(GPUS < 2, reason="needs 2 or more GPUs for an NCCL hang between ranks")
+def test_an_nccl_hang_under_torchrun_fails_the_run_and_finishes_its_folder(tmp_path):
+    """Rank 1 sleeps in its allreduce past --timeout: rank 0 waits on its GPU until NCCL's
+    watchdog fires. It must fail through its own path (the communicator aborted, not the
+    process) and leave a finished run.json, not one that says 'running'."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "results"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK")}
+    env["COMMBENCH_FAULT"] = "delay=40:1:allreduce"
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
+                           "2", "-m", "commbench", "allreduce", "--backend", "nccl", "--sizes",
+                           "1M", "--iters", "5", "--timeout", "10", "--out", str(out)],
+                          capture_output=True, text=True, timeout=240, env=env)
+    assert done.returncode != 0
+    runs = sorted(out.iterdir())
+    assert runs, done.stderr[-3000:]
+    meta = read_meta(runs[-1])
+    assert meta["status"] in ("partial", "failed"), meta["status"]
+    assert "timeout" in (meta["error"] or ""), meta["error"]
