@@ -7,7 +7,9 @@
 #   - CUDA-graph replay validated like eager calls (out-of-place ops start from zeros, so a graph
 #     that replays nothing is caught), with the no-op fault as the proof;
 #   - CUDA events against the host clock on an op that moves real data (allgather copies);
-#   - an NCCL sweep 8 B - 1 GiB of every op, every element checked; the GPU test suite.
+#   - an NCCL sweep 8 B - 1 GiB of every op, every element checked; the GPU test suite;
+#   - doctor with NCCL and no --nproc (one rank per GPU), each rank's GPU known by UUID or full
+#     PCI address, NCCL ranks set to abort a hung communicator rather than the process.
 #   bash scripts/gpu-check.sh [OUT]     (OUT: logs and result folders; default results/gpu)
 # Exits non-zero when any check fails; the last screen is the verdict.
 set -uo pipefail
@@ -46,6 +48,7 @@ RES="--out $OUT --force --quiet"
 
 echo "== checks"
 run "doctor with nccl" 0 doctor -- $CB doctor --nproc 1 --backend nccl
+run "doctor with nccl, one rank per GPU" 0 doctor-default -- $CB doctor --backend nccl
 run "gloo x2 on one GPU, validated" 0 gloo-cuda -- \
   $CB run --ops allreduce,broadcast --backend gloo --device cuda --nproc 2 \
   --sizes 8,1M,64M --op max --min-time 0.2 --json $RES --name gloo-cuda
@@ -125,6 +128,15 @@ for size in sorted(set(events) & set(host)):
     a, b = events[size]["lat_us_p50"], host[size]["lat_us_p50"]
     record(f"events vs host clock, allgather {size >> 20} MiB", abs(a - b) / b < 0.10,
            f"{a:.1f} vs {b:.1f} us ({a / b:.3f}x), busbw {events[size]['busbw_gbps']:.1f} GB/s")
+meta_path = out / "nccl-sweep" / "run.json"
+meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+gpus = [(r.get("gpu_uuid"), r.get("pci_bus_id")) for r in meta.get("ranks", [])]
+record("GPU known by UUID or PCI domain:bus:device",
+       bool(gpus) and all(u or (p and p.count(":") == 2) for u, p in gpus),
+       ", ".join(f"{u} {p}" for u, p in gpus))
+handling = meta.get("env", {}).get("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+record("nccl ranks abort a hung communicator", handling == "2",
+       f"TORCH_NCCL_ASYNC_ERROR_HANDLING={handling}")
 sweep = [r for r in rows("nccl-sweep") if r["size_bytes"] in (8, 1 << 20, 1 << 30)]
 for r in sweep:
     print(f"  nccl {r['op']:<15}{r['size_bytes']:>12} B  {r['lat_us_p50']:>10.1f} us  "
