@@ -149,8 +149,20 @@ def timing_note(record: dict) -> str:
         what.append(f"op {record['reduce_op']}")
     if _given(record.get("root")):
         what.append(f"root {int(record['root'])}")
+    source = record.get("source") or "commbench"
+    if source != "commbench" and int(record.get("samples") or 1) <= 1:
+        # An import: the tool printed one average per size, and maybe a tail.
+        tool = IMPORTED_TOOLS.get(source, source)
+        p99 = ("p99 as printed" if _given(record.get("lat_us_p99")) else
+               f"no p99 ({tool} printed none)")
+        whose = f"{tool}'" if tool.endswith("s") else f"{tool}'s"
+        return ", ".join([*what, f"time = {whose} average over its iterations, rank-time "
+                          f"{record.get('rank_time')}, {p99}"])
     return ", ".join([*what, f"time = median, rank-time {record.get('rank_time')}, p99 over "
                       f"{tail}"])
+
+
+IMPORTED_TOOLS = {"osu": "OSU", "nccl-tests": "nccl-tests"}
 
 
 def _given(value) -> bool:
@@ -292,9 +304,9 @@ def table_records(frame, metric: str) -> tuple[list[Column], list[list[str]]]:
             str(record["backend"]),
             size_text(record["size_bytes"]),
             f"{record['baseline']:.{digits}f}",
-            f"{record['ci_lo_base']:.1f}-{record['ci_hi_base']:.1f}",
+            _interval(record["ci_lo_base"], record["ci_hi_base"]),
             f"{record['new']:.{digits}f}",
-            f"{record['ci_lo_new']:.1f}-{record['ci_hi_new']:.1f}",
+            _interval(record["ci_lo_new"], record["ci_hi_new"]),
             f"{record['ratio']:.2f}x",
             f"{record['delta_us']:+.1f}",
             record["verdict"],
@@ -302,3 +314,11 @@ def table_records(frame, metric: str) -> tuple[list[Column], list[list[str]]]:
             str(record["candidate"]),
         ])
     return compare_columns(metric), rows
+
+
+def _interval(lo, hi) -> str:
+    """'12.1-13.4', or '-' where a row has no interval: an import's single printed average
+    (stored as lo = hi, the point itself), or none at all."""
+    if not (_given(lo) and _given(hi)) or lo == hi:
+        return "-"
+    return f"{lo:.1f}-{hi:.1f}"

@@ -84,3 +84,27 @@ def test_the_table_title_names_the_reduce_op_and_root_where_the_op_has_them():
     assert broadcast.startswith("float32, root 1, time = median")
     assert timing_note(_row(reduce_op="", root=float("nan"), rank_time="avg")).startswith(
         "float32, time = median")  # a missing root after pandas is NaN
+
+
+def test_imported_rows_are_labelled_averages_and_show_no_statistic_the_tool_did_not_print():
+    from commbench.analysis.importers import parse
+    from commbench.output.console import SWEEP, table_groups
+    from commbench.results import rows_frame
+
+    text = (FIXTURES / "nccl-tests" / "v2.13-allreduce.txt").read_text()
+    imported = parse("nccl-tests", text, "v2.13-allreduce.txt", op="allreduce")
+    title, headers, rows = table_groups(rows_frame(imported.rows))[0]
+    assert "time = nccl-tests' average over its iterations" in title
+    assert "median" not in title and "no p99 (nccl-tests printed none)" in title
+    names = [c.name for c in SWEEP]
+    assert {row[names.index("p99")] for row in rows} == {"-"}
+    assert {row[names.index("skew")] for row in rows} == {"-"}
+    assert {row[names.index("#wrong")] for row in rows} == {"0"}  # the file's #wrong
+
+
+def test_compare_shows_no_interval_where_a_row_has_none():
+    from commbench.output.console import _interval
+
+    assert _interval(float("nan"), float("nan")) == "-"
+    assert _interval(50.0, 50.0) == "-"  # an import's printed point, no interval
+    assert _interval(1.04, 2.0) == "1.0-2.0"

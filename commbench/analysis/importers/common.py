@@ -27,6 +27,8 @@ from commbench.errors import UsageError
 from commbench.results.schema import Row
 from commbench.stats import instability, summarize
 
+NAN = float("nan")  # a statistic the file does not print
+
 # commbench's dtypes plus the ones the tools know and commbench does not measure.
 ITEMSIZES = {**ITEMSIZE, "uint32": 4, "uint64": 8, "float8_e4m3": 1, "float8_e5m2": 1}
 
@@ -120,17 +122,21 @@ def _row(items: list[Measured]) -> dict:
     itemsize = ITEMSIZES[fields["dtype"]]
     size = fields["size_bytes"]
     if len(items) == 1:
+        # One printed time, an average over the tool's iterations: a statistic the file does
+        # not print is unknown (NaN, shown '-'), never the average again. The interval is the
+        # printed point itself (lo = hi), which compare reads as "no spread known on this
+        # side" and tables show as '-', not as a measured zero-width interval.
         timing = items[0].timing
         p50 = timing.time_us
         latency = {
             "lat_us_p50": p50,
             "lat_us_mean": p50,
-            "lat_us_min": _given(timing.min_us, p50),
-            "lat_us_max": _given(timing.max_us, p50),
-            "lat_us_p10": _given(timing.p10_us, p50),
-            "lat_us_p90": _given(timing.p90_us, p50),
-            "lat_us_p99": _given(timing.p99_us, p50),
-            "lat_us_std": _given(timing.std_us, 0.0),
+            "lat_us_min": _given(timing.min_us, NAN),
+            "lat_us_max": _given(timing.max_us, NAN),
+            "lat_us_p10": _given(timing.p10_us, NAN),
+            "lat_us_p90": _given(timing.p90_us, NAN),
+            "lat_us_p99": _given(timing.p99_us, NAN),
+            "lat_us_std": _given(timing.std_us, NAN),
             "lat_us_ci_lo": p50,
             "lat_us_ci_hi": p50,
         }
@@ -163,9 +169,10 @@ def _given(value: float | None, default: float) -> float:
 
 
 def skew_pct(min_us: float | None, max_us: float | None) -> float:
-    """(slowest - fastest) / slowest, as commbench's skew column, where a file gives both."""
+    """(slowest - fastest) / slowest, as commbench's skew column, where a file gives both
+    (else unknown: NaN, shown '-')."""
     if min_us is None or max_us is None or max_us <= 0:
-        return 0.0
+        return NAN
     return (max_us - min_us) / max_us * 100
 
 

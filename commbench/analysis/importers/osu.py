@@ -70,7 +70,7 @@ MPI_DTYPES = {
 ACCELERATORS = {"": "cpu", "CUDA": "cuda", "ROCM": "rocm", "OPENACC": "openacc",
                 "MANAGED": "cuda-managed", "CUDA MANAGED": "cuda-managed"}
 UNCHECKED = "off: OSU checks nothing without -c"
-CHECKED = "full: OSU -c (pass/fail only: wrong = 1 means Fail)"
+CHECKED = "OSU -c: Pass/Fail as the file printed it (wrong = 1 means Fail)"
 
 _BUFFER_PLACES = {"HOST": "cpu", "DEVICE": "cuda", "MANAGED": "cuda-managed"}
 

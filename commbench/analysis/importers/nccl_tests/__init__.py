@@ -45,6 +45,8 @@ PROGRAMS = {
 OP_NAMES = {**PROGRAMS, "bcast": ("broadcast", ""), "p2p": ("p2p", "ring")}
 # The ops whose largest buffer is cut into one chunk per rank: size = count x itemsize x ranks.
 UNCHECKED = "off: N/A in nccl-tests"
+# What the file says, no more: nccl-tests compared results and printed a #wrong count.
+CHECKED = "nccl-tests -c 1: #wrong as the file printed it"
 
 
 def parse(text: str, source: str, op: str | None = None,
@@ -151,9 +153,9 @@ def _measure(section: Section, source: str, wanted: tuple[str, str] | None,
                     "iters": section.iters * section.agg_iters * max(1, section.graph),
                     "wrong": half.wrong or 0,
                     "slowest_rank": -1,
-                    "skew_pct": 0.0,
+                    "skew_pct": math.nan,  # nccl-tests prints no per-rank spread
                     "rank_time": section.rank_time,
-                    "validation": "full" if half.wrong is not None else UNCHECKED,
+                    "validation": CHECKED if half.wrong is not None else UNCHECKED,
                     "group_size": group_size,
                     "groups": groups,
                     "span": span,
