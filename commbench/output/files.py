@@ -1,4 +1,4 @@
-"""The rendered files of a run folder: summary.md and the two plots, drawn from its rows."""
+"""The rendered files of a run folder: summary.md and the plots, drawn from its rows."""
 
 from __future__ import annotations
 
@@ -16,5 +16,16 @@ def write_run_files(run: Run, slow: list[str] | None = None) -> None:
         return
     frame = rows_frame(run.rows)
     summary.write_text(summary_markdown(frame, run.name, run.meta, slow))
-    plots.bandwidth(frame, run.path / BANDWIDTH_PNG, run.name)
-    plots.latency(frame, run.path / LATENCY_PNG, run.name)
+    title = plot_title(run)
+    if plots.has_sizes(frame):
+        plots.bandwidth(frame, run.path / BANDWIDTH_PNG, title)
+    else:  # a barrier moves no data: no empty bandwidth axes (and no stale plot)
+        (run.path / BANDWIDTH_PNG).unlink(missing_ok=True)
+    plots.latency(frame, run.path / LATENCY_PNG, title)
+
+
+def plot_title(run: Run) -> str:
+    """The run's name, and its status when it did not complete: a partial run's plots say so
+    wherever the PNG ends up."""
+    status = run.meta.get("status", "complete")
+    return run.name if status == "complete" else f"{run.name} ({status})"

@@ -64,11 +64,16 @@ def overlay_plots(runs: list[Run], out: Path, comparison=None, threshold: float 
     """Bandwidth and latency plots with every run overlaid; with a comparison, its ratios."""
     import pandas as pd
 
-    frames = [rows_frame(run.rows).assign(run=run.name) for run in runs]
+    from commbench.output.files import plot_title
+
+    frames = [rows_frame(run.rows).assign(run=plot_title(run)) for run in runs]
     frame = pd.concat(frames, ignore_index=True)
-    paths = {"bandwidth": out / "bandwidth.png", "latency": out / "latency.png"}
-    title = runs[0].name if len(runs) == 1 else f"{len(runs)} runs"
-    plots.bandwidth(frame, paths["bandwidth"], title)
+    paths: dict[str, Path] = {}
+    title = plot_title(runs[0]) if len(runs) == 1 else f"{len(runs)} runs"
+    if plots.has_sizes(frame):  # barrier-only runs move no data: no bandwidth axes
+        paths["bandwidth"] = out / "bandwidth.png"
+        plots.bandwidth(frame, paths["bandwidth"], title)
+    paths["latency"] = out / "latency.png"
     plots.latency(frame, paths["latency"], title)
     if comparison is not None and len(comparison):
         paths["ratio"] = out / "ratio.png"

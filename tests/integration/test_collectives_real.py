@@ -78,14 +78,20 @@ def test_csv_run_json_summary_and_plots(sweep):
     assert meta["world_size"] == world and meta["launcher"] == "local"
     assert meta["versions"]["torch"] and meta["hosts"]
     assert meta["env"]["GLOO_SOCKET_IFNAME"] == "lo"
-    for png in ("bandwidth.png", "latency.png"):
+    for png in ("bandwidth.png", "latency.png"):  # the run moves data: both plots
         assert (run_dir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = (run_dir / "summary.md").read_text()
     assert "## allreduce" in summary and "## p2p (ring)" in summary
     # The live table: a title and header per op and pattern, then one line per row.
     rows = read_rows(run_dir)
-    titles = [line for line in done.stdout.splitlines() if line.startswith("# ")]
+    footer = ("# Out of bounds values : ", "# Avg bus bandwidth    : ")
+    titles = [line for line in done.stdout.splitlines() if line.startswith("# ")
+              and not line.startswith(footer)]
     assert len(titles) == len({(r["op"], r["pattern"]) for r in rows})
+    # nccl-tests' footer, once, and an average per table that moves data (not the barrier).
+    assert done.stdout.count(footer[0]) == 1 and f"{footer[0]}0 OK" in done.stdout
+    assert done.stdout.count(footer[1]) == len({(r["op"], r["pattern"]) for r in rows
+                                                 if r["size_bytes"]})
     assert done.stdout.count("(GB/s)") == 2 * len(titles)  # algbw and busbw
     lines = done.stdout.splitlines()
     for row in rows:  # every row printed as it was measured, with its numbers whole

@@ -208,7 +208,8 @@ def test_fit_lines_are_drawn_dashed_in_their_series_colour(tmp_path, monkeypatch
                            "dim": "", "dtype": "float32"} for s in (8, 1024)])
     plots.latency(frame, tmp_path / "latency.png", "t",
                   fits={"allreduce gloo": ([8, 1024], [20.0, 21.0])})
-    measured, fitted = figures[0].axes[0].get_lines()
+    lines = figures[0].axes[0].get_lines()  # the measured line, its points, the fit
+    measured, fitted = lines[0], lines[-1]
     assert fitted.get_linestyle() == "--" and measured.get_linestyle() == "-"
     assert fitted.get_color() == measured.get_color()
     assert "fit" in fitted.get_label()
