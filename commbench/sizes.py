@@ -63,6 +63,10 @@ def parse_sizes(text: str, factor: float = 2.0) -> list[int]:
     for item in items:
         if "-" in item:
             low_text, _, high_text = item.partition("-")
+            if not low_text.strip() or not high_text.strip():
+                missing = "end" if low_text.strip() else "start"
+                raise SizeError(f"bad range {item!r}: no {missing}; a range is START-END, "
+                                "e.g. 8-64M")
             low, high = parse_size(low_text), parse_size(high_text)
             if low > high:
                 raise SizeError(f"bad range {item!r}: the start is larger than the end")

@@ -69,11 +69,46 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as error:
         # Parse errors from typer: one line, exit 2, no traceback.
         if hasattr(error, "format_message") and hasattr(error, "exit_code"):
-            print(f"error: {error.format_message()}", file=sys.stderr)
+            args = sys.argv[1:] if argv is None else argv
+            print(f"error: {_explained(error.format_message(), args, command)}",
+                  file=sys.stderr)
             sys.exit(error.exit_code if error.exit_code else EXIT_USAGE)
         raise
     _flush_stdout()
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _explained(message: str, args: list[str], root) -> str:
+    """A parse error in words a user can act on: an option an op does not take names the ops
+    that take it (typer would guess at similar spellings); an unknown subcommand names the
+    one it abbreviates ('import nccl' -> nccl-tests)."""
+    import re
+
+    option = re.match(r"No such option: (-{1,2}[\w-]+)", message)
+    if option and args and args[0] in measuring.OP_COMMANDS:
+        takers = measuring.commands_taking(option.group(1))
+        if takers:
+            ops = takers[0] if len(takers) == 1 else (
+                f"{', '.join(takers[:-1])} and {takers[-1]}")
+            return f"{args[0]} does not take {option.group(1)}; it is an option of {ops} (and run)"
+        return message
+    command = re.match(r"No such command '([^']+)'", message)
+    if command and "Did you mean" not in message:
+        group = root
+        for arg in args:  # the group the unknown name was looked up in
+            found = getattr(group, "commands", {}).get(arg)
+            if found is None or not getattr(found, "commands", None):
+                break
+            group = found
+        names = sorted(getattr(group, "commands", {}))
+        close = [n for n in names if n.startswith(command.group(1))]
+        if not close:
+            import difflib
+
+            close = difflib.get_close_matches(command.group(1), names, n=2)
+        if close:
+            return f"{message} Did you mean {' or '.join(close)}? (choose from {', '.join(names)})"
+    return message
 
 
 def _flush_stdout() -> None:

@@ -239,6 +239,17 @@ def measure_specs(ops: tuple[str, ...], options: dict) -> tuple[MeasureSpec, Out
     return MeasureSpec(**measure), OutputSpec(**output)
 
 
+OP_COMMANDS = tuple(collectives.REGISTRY)  # the measuring commands named after an op
+
+
+def commands_taking(flag: str) -> list[str]:
+    """The op commands that offer ``flag`` (e.g. --inplace: allgather, reduce-scatter), for
+    the message when another op is given it."""
+    names = [p.name for p in _COMMON.parameters.values() if flag in p.default.param_decls]
+    return [op.name for op in collectives.REGISTRY.values()
+            if names and _takes(op, names[0])]
+
+
 def register(app: typer.Typer) -> None:
     """A command per collective of the registry, and ``run``."""
     for op in collectives.REGISTRY.values():

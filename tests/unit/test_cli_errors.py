@@ -90,3 +90,28 @@ def test_doctor_refuses_a_missing_backend(capsys):
         main(["doctor", "--backend", "nccl"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "nccl is not available" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["allreduce", "--inplace"],
+         "error: allreduce does not take --inplace; it is an option of allgather and "
+         "reduce-scatter (and run)"),
+        (["p2p", "--root", "1"],
+         "error: p2p does not take --root; it is an option of broadcast, reduce, gather and "
+         "scatter (and run)"),
+        (["allreduce", "--sizes", "8-"],
+         "error: bad range '8-': no end; a range is START-END, e.g. 8-64M"),
+        (["allreduce", "--sizes", "-64M"],
+         "error: bad range '-64M': no start; a range is START-END, e.g. 8-64M"),
+        (["import", "nccl", "x.txt"],
+         "error: No such command 'nccl'. Did you mean nccl-tests? (choose from nccl-tests, "
+         "osu)"),
+    ],
+)
+def test_a_mistake_is_answered_with_what_to_type(args, expected, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == expected
