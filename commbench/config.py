@@ -278,7 +278,8 @@ def sweep_sizes(sizes: str | None, minbytes: str | None, maxbytes: str | None,
         else:
             chosen.update(geometric(low, high, factor))
     elif step is not None:
-        raise UsageError("-i/--step needs a range: give -b and -e")
+        raise UsageError("-i/--step needs a range: give -b and -e (-i is nccl-tests' additive "
+                         "size step; OSU's -i, iterations, is -n/--iters here)")
     if osu_range is not None:
         low_text, colon, high_text = osu_range.partition(":")
         low, high = (parse_size(low_text), parse_size(high_text)) if colon else (

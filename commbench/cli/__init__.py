@@ -87,6 +87,9 @@ def _explained(message: str, args: list[str], root) -> str:
     option = re.match(r"No such option: (-{1,2}[\w-]+)", message)
     if option and args and args[0] in measuring.OP_COMMANDS:
         takers = measuring.commands_taking(option.group(1))
+        others = [name for name in measuring.OP_COMMANDS if name != args[0]]
+        if takers == others:
+            return f"{args[0]} does not take {option.group(1)}; every other op does"
         if takers:
             ops = takers[0] if len(takers) == 1 else (
                 f"{', '.join(takers[:-1])} and {takers[-1]}")

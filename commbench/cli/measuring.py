@@ -80,9 +80,9 @@ def _measuring_options(
                                help="p2p unidir/bidir: messages in flight (OSU -W)."),
     ops: str = typer.Option("allreduce", "--ops", help="Ops to run (comma list, or all)."),
     warmup: Optional[int] = typer.Option(  # noqa: UP045
-        DEFAULTS.warmup, "--warmup", "-w",
+        DEFAULTS.warmup, "--warmup", "-w", "-x",
         help="Untimed iterations per size, and before each group's first size (default: up "
-        "to 5 per size, 0.5 s before the first).",
+        "to 5 per size, 0.5 s before the first); -x as in OSU.",
     ),
     iters: Optional[int] = typer.Option(  # noqa: UP045
         DEFAULTS.iters, "--iters", "-n", help="Fixed timed iterations per size (nccl-tests -n; "

@@ -108,9 +108,10 @@ def test_defaults_come_from_the_spec(parsed):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["p2p", "--inplace"], "No such option: --inplace"),  # nothing in place about p2p
-        (["alltoall", "--inplace"], "No such option: --inplace"),
-        (["barrier", "--dtype", "float32"], "No such option: --dtype"),
+        (["p2p", "--inplace"],  # nothing in place about p2p
+         "p2p does not take --inplace; it is an option of allgather and reduce-scatter"),
+        (["alltoall", "--inplace"], "alltoall does not take --inplace; it is an option of"),
+        (["barrier", "--dtype", "float32"], "barrier does not take --dtype; every other op does"),
         (["run", "--ops", "p2p,barrier", "--inplace"], "--inplace means something for"),
         (["allreduce", "-d", "uint32"], "no uint32 collectives here; use int32"),
         (["allreduce", "-d", "quad"], "unknown dtype 'quad'"),
@@ -154,3 +155,15 @@ def test_more_ranks_than_cores_is_a_warning(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"warning: {ranks} ranks on {os.cpu_count()} CPU cores" in done.stderr
+
+
+def test_osu_warmup_flag(parsed):
+    spec, _ = parsed("allreduce", "-x", "3", "--sizes", "8")
+    assert spec.warmup == 3
+
+
+def test_osu_iterations_flag_is_refused_with_the_flag_to_use(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["allreduce", "-i", "1000"])
+    assert exit_info.value.code == 2
+    assert "OSU's -i, iterations, is -n/--iters here" in capsys.readouterr().err
