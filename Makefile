@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench compat clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
+
+# Every torch release pyproject.toml admits, each in its own cached venv (downloads ~5 GB per
+# release on first use; not part of `make test`). RELEASES=2.4.1,2.13.0 picks some.
+compat: $(STAMP)
+	$(BIN)/python scripts/compat.py $(if $(RELEASES),--releases $(RELEASES))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

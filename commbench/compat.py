@@ -1,14 +1,29 @@
-"""The one home for torch API names that changed between releases.
+"""The one home for torch API names and behaviours that changed between releases.
 
-torch 2.13 deprecates ``all_gather_into_tensor`` / ``reduce_scatter_tensor`` in favour of
-``all_gather_single`` / ``reduce_scatter_single``; older releases (2.4-2.12, and the 2.11 that
-GPU images ship) have only the old names. Everything that calls them (descriptors, the control
-channel, the self-benchmark) asks here, so a rename is fixed in one place. The lookup happens
-at call time, so a wrapper installed on ``torch.distributed`` (fault injection) is honoured.
+Each shim tests the capability or the signature, never a version string, so a release that
+back-ports or drops a feature takes the right branch. ``make compat`` runs the CPU suite on
+every release that ``pyproject.toml`` admits; tests/unit/test_compat.py drives each branch.
+
+- ``all_gather_single`` / ``reduce_scatter_single``: torch 2.13 deprecates
+  ``all_gather_into_tensor`` / ``reduce_scatter_tensor`` for the new names; older releases
+  (2.4-2.12, and the 2.11 that GPU images ship) have only the old ones. The lookup happens at
+  call time, so a wrapper installed on ``torch.distributed`` (fault injection) is honoured.
+- ``listening_store``: a store that listens on a socket bound to one address (TCPStore binds
+  every interface unless handed a listening fd). libuv, the default store backend since torch
+  2.4, refuses a listening fd in 2.4-2.6 (NotImplementedError; 2.9 takes it); the legacy
+  backend takes it everywhere.
+- ``shutdown_agent``: the private ``LocalElasticAgent._shutdown`` takes ``(death_sig,
+  is_restart)`` in 2.4-2.6, ``(death_sig)`` in 2.9-2.11 and ``(death_sig, timeout)`` in 2.13;
+  commbench's bounded stop must not depend on any of them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+import os
+import socket
+from datetime import timedelta
 from typing import Any
 
 
@@ -20,3 +35,72 @@ def all_gather_single(dist: Any):
 def reduce_scatter_single(dist: Any):
     """``dist.reduce_scatter_single`` where it exists, else ``dist.reduce_scatter_tensor``."""
     return getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+def _listener(host: str, port: int) -> socket.socket:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))  # port 0: the kernel picks a free one, no retry race
+    listener.listen(128)
+    return listener
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """c10d logs a refused fd at ERROR level from C++ before raising; the fallback that
+    follows makes that line noise, so file descriptor 2 goes to /dev/null meanwhile."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+_default_backend_refuses_fd = False  # learnt once per process
+
+
+def listening_store(dist: Any, host: str, port: int, world: int | None, timeout: float,
+                    **options: Any) -> tuple[Any, int]:
+    """A master TCPStore listening on ``host`` only; returns (store, port).
+
+    The default backend is tried first; where it refuses a listening fd (libuv in torch
+    2.4-2.6), the legacy backend (``use_libuv=False``) gets a fresh socket on the same port.
+    """
+    global _default_backend_refuses_fd
+    legacy = {"use_libuv": False}
+    attempts = [legacy] if _default_backend_refuses_fd else [{}, legacy]
+    for index, backend in enumerate(attempts):
+        listener = _listener(host, port)
+        port = listener.getsockname()[1]
+        fd = listener.detach()
+        last = index == len(attempts) - 1
+        try:
+            with contextlib.nullcontext() if last else _quiet_stderr():
+                store = dist.TCPStore(host, port, world, True, timedelta(seconds=timeout),
+                                      master_listen_fd=fd, **options, **backend)
+            return store, port
+        except NotImplementedError:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            if last:
+                raise
+            _default_backend_refuses_fd = True
+    raise AssertionError("unreachable")
+
+
+def shutdown_agent(agent: Any, grace_s: float) -> None:
+    """Stop a LocalElasticAgent's workers, SIGKILL after ``grace_s`` where torch lets us say
+    so. Where ``_shutdown`` takes no timeout (it then waits 30 s after SIGTERM), the
+    caller has already stopped the processes within the grace (launch.local._terminate), so
+    torch's own close finds them gone at once."""
+    try:
+        takes_timeout = "timeout" in inspect.signature(agent._shutdown).parameters
+    except (TypeError, ValueError):  # not introspectable: call it the way every release takes
+        takes_timeout = False
+    if takes_timeout:
+        agent._shutdown(timeout=grace_s)
+    else:
+        agent._shutdown()

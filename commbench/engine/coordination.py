@@ -62,24 +62,12 @@ def connect(
     """A store connection. A master for a loopback address listens on loopback only (a
     TCPStore binds every interface unless handed a socket); for another address it must be
     reachable from the other nodes."""
-    listen_fd = None
     if is_master and host.startswith("127."):
-        import socket
-
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((host, port))
-        listener.listen(128)
-        listen_fd = listener.detach()
-    return dist.TCPStore(
-        host,
-        port,
-        world,
-        is_master,
-        timedelta(seconds=timeout),
-        wait_for_workers=False,
-        master_listen_fd=listen_fd,
-    )
+        store, _ = compat.listening_store(dist, host, port, world, timeout,
+                                          wait_for_workers=False)
+        return store
+    return dist.TCPStore(host, port, world, is_master, timedelta(seconds=timeout),
+                         wait_for_workers=False)
 
 
 class Watch:

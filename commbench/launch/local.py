@@ -13,12 +13,10 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import timedelta
 
 import torch.distributed as dist
 from torch.distributed.elastic.agent.server.api import WorkerSpec
@@ -27,6 +25,7 @@ from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalEx
 from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousInfo
 from torch.distributed.elastic.rendezvous.api import RendezvousStoreInfo
 
+from commbench import compat
 from commbench.errors import EXIT_RUN_FAILED, Interrupted, RunFailed
 from commbench.launch.environment import agent_rank_env, pin_interfaces
 
@@ -41,20 +40,8 @@ class LoopbackRendezvous(RendezvousHandler):
     """A one-node rendezvous whose store is handed a socket bound to 127.0.0.1."""
 
     def __init__(self, timeout: float) -> None:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.bind(("127.0.0.1", 0))  # port 0: the kernel picks a free one, no retry race
-        listener.listen(128)
-        self.port = listener.getsockname()[1]
-        self.store = dist.TCPStore(
-            "127.0.0.1",
-            self.port,
-            None,
-            True,
-            timedelta(seconds=timeout),
-            wait_for_workers=False,
-            multi_tenant=True,
-            master_listen_fd=listener.detach(),
-        )
+        self.store, self.port = compat.listening_store(
+            dist, "127.0.0.1", 0, None, timeout, wait_for_workers=False, multi_tenant=True)
 
     def get_backend(self) -> str:
         return "commbench-loopback"
@@ -96,7 +83,7 @@ class _Agent(LocalElasticAgent):
         self.first_failures: dict[int, int] = {}  # local rank -> exit code, before any stop
 
     def _monitor_workers(self, worker_group):
-        processes = getattr(getattr(self._pcontext, "_pc", None), "processes", [])
+        processes = _processes(self)
         failed = {i: p.exitcode for i, p in enumerate(processes) if p.exitcode not in (None, 0)}
         if failed and not self.first_failures:
             self.first_failures = failed
@@ -104,7 +91,20 @@ class _Agent(LocalElasticAgent):
         return super()._monitor_workers(worker_group)
 
     def _stop_workers(self, worker_group, *args, **kwargs) -> None:
-        self._shutdown(timeout=SHUTDOWN_GRACE_S)
+        self.stop()
+
+    def stop(self) -> None:
+        """Every rank stopped within SHUTDOWN_GRACE_S, then torch's own clean-up."""
+        _terminate(_processes(self))
+        compat.shutdown_agent(self, SHUTDOWN_GRACE_S)
+
+
+def _processes(agent) -> list:
+    """The agent's worker processes (multiprocessing.Process), or [] where torch keeps them
+    elsewhere: ``_pcontext._pc.processes`` is private; without it the first failure is read
+    from torch's RunResult instead and the stop falls back to torch's own."""
+    return list(getattr(getattr(getattr(agent, "_pcontext", None), "_pc", None), "processes",
+                        None) or [])
 
 
 def _terminate(processes) -> None:
@@ -193,11 +193,11 @@ def run_local(entry: Callable, args: tuple, nproc: int, timeout: float, cuda: bo
     try:
         result = agent.run()
     except SignalException as error:
-        agent._shutdown(timeout=SHUTDOWN_GRACE_S)
+        agent.stop()
         name = signal.Signals(error.sigval).name
         raise Interrupted(f"stopped by {name}", exit_code=128 + error.sigval) from None
     except KeyboardInterrupt:
-        agent._shutdown(timeout=SHUTDOWN_GRACE_S)
+        agent.stop()
         raise Interrupted("interrupted") from None
     finally:
         shutil.rmtree(log_dir, ignore_errors=True)

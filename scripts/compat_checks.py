@@ -1,0 +1,223 @@
+"""The CPU suite that `make compat` runs inside each torch release's venv (SPEC §4).
+
+Each test is one column of the release x check table. They drive the installed CLI as a user
+would, on gloo, and assert what a user relies on: rows that validated, exit codes, one-line
+errors, bounded stops, a finished folder. Run by hand with
+``python -m pytest scripts/compat_checks.py`` (pytest collects a file named on its command
+line whatever its name; `make test` does not collect this one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+SHORT = ["--sizes", "8,64K", "--min-time", "0.05", "--quiet"]
+
+
+def clean_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RANK", "WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_", "PMI",
+                                "COMMBENCH_FAULT"))}
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+
+
+def cli(*args: str, timeout: float = 120, env: dict | None = None):
+    return subprocess.run([sys.executable, "-m", "commbench", *args], capture_output=True,
+                          text=True, timeout=timeout, env=clean_env(**(env or {})))
+
+
+def rows_of(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+
+
+def meta_of(run_dir: Path) -> dict:
+    return json.loads((run_dir / "run.json").read_text())
+
+
+def one_error_line(stderr: str) -> bool:
+    return stderr.count("error:") == 1 and "Traceback" not in stderr
+
+
+COMMANDS = [["allreduce"], ["allgather"], ["broadcast"], ["reduce-scatter"], ["alltoall"],
+            ["reduce"], ["gather"], ["scatter"], ["p2p", "--pattern", "pingpong"],
+            ["p2p", "--pattern", "unidir"], ["p2p", "--pattern", "bidir"],
+            ["p2p", "--pattern", "ring"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_measuring_command(tmp_path, command):
+    done = cli(*command, *SHORT, "--out", str(tmp_path), "--name", "r")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = rows_of(tmp_path / "r")
+    assert [r["size_bytes"] for r in rows] == [8, 65536]
+    assert all(r["wrong"] == 0 and r["validation"] == "full" for r in rows), rows
+
+
+def test_barrier(tmp_path):
+    done = cli("barrier", "--min-time", "0.05", "--quiet", "--out", str(tmp_path), "--name", "b")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(rows_of(tmp_path / "b")) == 1
+
+
+def test_run_ops_all(tmp_path):
+    done = cli("run", "--ops", "all", "--sizes", "1K", "--min-time", "0.05", "--quiet",
+               "--out", str(tmp_path), "--name", "all")
+    assert done.returncode == 0, done.stderr[-2000:]
+    ops = {r["op"] for r in rows_of(tmp_path / "all")}
+    assert {"allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "p2p",
+            "barrier"} <= ops
+
+
+def test_a_wrong_result_is_caught(tmp_path):
+    done = cli("allreduce", *SHORT, "--out", str(tmp_path), "--name", "w",
+               env={"COMMBENCH_FAULT": "shift"})
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert all(r["wrong"] > 0 for r in rows_of(tmp_path / "w"))
+
+
+def test_mesh_dims(tmp_path):
+    done = cli("allreduce", "--nproc", "4", "--mesh", "dp=2,tp=2", "--dim", "all", "--sizes",
+               "1K", "--iters", "8", "--quiet", "--out", str(tmp_path), "--name", "m")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = rows_of(tmp_path / "m")
+    assert sorted((r["dim"], r["group_size"], r["groups"], r["wrong"]) for r in rows) == [
+        ("dp", 2, 2, 0), ("tp", 2, 2, 0)]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_two_torchrun_agents(tmp_path):
+    command = [str(BIN / "torchrun"), "--nnodes", "2", "--nproc-per-node", "1",
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+               "--rdzv-id", "compat", "-m", "commbench", "allreduce", "--sizes", "8,1K",
+               "--iters", "4", "--quiet", "--out", str(tmp_path), "--name", "tr"]
+    agents = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=clean_env(GLOO_SOCKET_IFNAME="lo"))
+              for _ in range(2)]
+    outputs = [agent.communicate(timeout=120) for agent in agents]
+    assert [a.returncode for a in agents] == [0, 0], outputs
+    meta = meta_of(tmp_path / "tr")
+    assert (meta["launcher"], meta["world_size"], meta["nnodes"]) == ("torchrun", 2, 2)
+    assert [r["wrong"] for r in rows_of(tmp_path / "tr")] == [0, 0]
+
+
+def start(tmp_path: Path, *args: str, env: dict | None = None):
+    out = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "commbench", "allreduce", "--sizes", "8-16M", "--min-time",
+         "0.3", "--out", str(out), "--name", "victim", "--quiet", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env=clean_env(**(env or {})))
+    return proc, out / "victim"
+
+
+def wait_for_rows(run_dir: Path, rows: int = 2, limit: float = 60) -> list[int]:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        jsonl = run_dir / "results.jsonl"
+        if jsonl.exists() and jsonl.read_text().count("\n") >= rows:
+            return [r["pid"] for r in meta_of(run_dir)["ranks"]]
+        time.sleep(0.05)
+    raise AssertionError("no rows appeared")
+
+
+def finish(proc, limit: float) -> tuple[str, float]:
+    started = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=limit)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return err, time.monotonic() - started
+
+
+def no_survivors(pids: list[int]) -> bool:
+    time.sleep(0.3)
+    alive = []
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie is gone, only not yet reaped
+            if stat.read().split()[2] != "Z":
+                alive.append(pid)
+    return not alive
+
+
+def test_a_failing_rank(tmp_path):
+    proc, run_dir = start(tmp_path, env={"COMMBENCH_FAULT": "raise:1:allreduce:64"})
+    err, _ = finish(proc, 60)
+    assert proc.returncode == 3, err
+    assert "rank 1: injected fault in allreduce at 64 (gloo)" in err and one_error_line(err)
+    assert [r["size_bytes"] for r in rows_of(run_dir)] == [8, 16, 32]
+    assert meta_of(run_dir)["status"] == "partial"
+
+
+def test_a_hung_rank_is_bounded(tmp_path):
+    proc, run_dir = start(tmp_path, "--timeout", "3")
+    pids = wait_for_rows(run_dir)
+    os.kill(pids[1], signal.SIGSTOP)
+    err, elapsed = finish(proc, 40)
+    assert proc.returncode == 3, err
+    assert elapsed < 3 + 8 and "rank 1 stopped responding" in err and one_error_line(err)
+    assert meta_of(run_dir)["status"] == "partial" and len(rows_of(run_dir)) >= 2
+    assert no_survivors([proc.pid, *pids])
+
+
+def test_a_killed_rank(tmp_path):
+    proc, run_dir = start(tmp_path)
+    pids = wait_for_rows(run_dir)
+    os.kill(pids[1], signal.SIGKILL)
+    err, elapsed = finish(proc, 30)
+    assert proc.returncode == 3, err
+    assert elapsed < 10 and "rank 1 died (SIGKILL)" in err and one_error_line(err)
+    assert no_survivors([proc.pid, *pids])
+
+
+def test_ctrl_c(tmp_path):
+    proc, run_dir = start(tmp_path)
+    pids = wait_for_rows(run_dir)
+    os.killpg(proc.pid, signal.SIGINT)
+    err, elapsed = finish(proc, 30)
+    assert proc.returncode == 130, err
+    assert elapsed < 10 and "stopped by SIGINT" in err
+    assert meta_of(run_dir)["status"] == "partial"
+    assert no_survivors([proc.pid, *pids])
+
+
+def test_doctor():
+    done = cli("doctor", "--backend", "gloo")
+    assert done.returncode == 0, done.stdout[-1500:] + done.stderr[-1500:]
+
+
+def test_compare_report_model(tmp_path):
+    for name in ("a", "b"):
+        done = cli("allreduce", "--sizes", "1K-64K", "--factor", "4", "--min-time", "0.05",
+                   "--quiet", "--out", str(tmp_path), "--name", name)
+        assert done.returncode == 0, done.stderr[-2000:]
+    a, b = tmp_path / "a", tmp_path / "b"
+    compared = cli("compare", str(a), str(b), "--json")
+    assert compared.returncode in (0, 1), compared.stderr[-2000:]
+    rows = [json.loads(line) for line in compared.stdout.splitlines() if line.startswith("{")]
+    assert sorted(r["size_bytes"] for r in rows if "verdict" in r) == [1024, 4096, 16384, 65536]
+    reported = cli("report", str(a), str(b), "--out", str(tmp_path / "report"))
+    assert reported.returncode == 0, reported.stderr[-2000:]
+    assert list((tmp_path / "report").glob("*.html"))
+    modelled = cli("model", str(a))
+    assert modelled.returncode == 0, modelled.stderr[-2000:]
+    assert (a / "model.json").exists()
