@@ -106,6 +106,7 @@ class OutputSpec:
     force: bool = False  # replace an existing --name folder
     json_rows: bool = False
     quiet: bool = False
+    dry_run: bool = False  # print the plan of the sweep, launch nothing
     command_line: tuple[str, ...] = field(default_factory=tuple)
 
 

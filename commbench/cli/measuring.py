@@ -150,6 +150,9 @@ def _measuring_options(
                                    "-m json.tool --json-lines), no table; warnings stay on "
                                    "stderr."),
     quiet: bool = typer.Option(OUTPUT_DEFAULTS.quiet, "--quiet", "-q", help="No progress bar."),
+    dry_run: bool = typer.Option(
+        OUTPUT_DEFAULTS.dry_run, "--dry-run", help="Print the sizes, element counts and "
+        "world-size rounding the sweep will use, then exit: nothing is launched or written."),
 ) -> None:
     """A signature only: the options every measuring command may take (see _command_for)."""
 
@@ -195,7 +198,7 @@ def _command_for(op: collectives.Collective | None, description: str):
     return command
 
 
-_OUTPUT_FIELDS = {"out", "name", "force", "json_rows", "quiet"}
+_OUTPUT_FIELDS = {"out", "name", "force", "json_rows", "quiet", "dry_run"}
 # CLI option -> MeasureSpec field, for options whose text needs parsing.
 _PARSED = {
     "backend": ("backends", lambda text: parse_list(text, (*BACKENDS, "auto"), "backend")),

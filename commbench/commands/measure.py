@@ -42,7 +42,31 @@ def run_measure(spec: MeasureSpec, output: OutputSpec) -> int:
     check_backends(spec, env.local_world if env else world, external=env is not None)
     if env is None:
         _check_host_memory(spec, world)
+    if output.dry_run:
+        return _dry_run(spec, world, env)
     return _launch(spec, output, env, world)
+
+
+def _dry_run(spec: MeasureSpec, world: int, env) -> int:
+    """--dry-run: the sweep as the ranks would run it (sizes rounded to whole elements, and to
+    a multiple of the group where the op splits its buffer), printed; nothing starts."""
+    from commbench.output.console import dry_run_lines
+
+    itemsize = ITEMSIZE[spec.dtype]
+    plan = []
+    for dim in spec.dims or ("",):
+        group = dict(spec.mesh)[dim] if dim else world
+        for name in spec.ops:
+            op = collectives.get(name)
+            for variant in op.variants(spec.patterns):
+                sizes = spec.sizes if op.sized else (0,)
+                used = [(size, op.count_for(size, itemsize, group) if op.sized else 0)
+                        for size in sizes]
+                plan.append((op, variant, dim, group, used))
+    launcher = env.launcher if env else "local"
+    for line in dry_run_lines(plan, spec, world, launcher, itemsize):
+        print(line)
+    return EXIT_OK
 
 
 def _check_host_memory(spec: MeasureSpec, world: int) -> None:

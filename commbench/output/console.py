@@ -322,3 +322,43 @@ def _interval(lo, hi) -> str:
     if not (_given(lo) and _given(hi)) or lo == hi:
         return "-"
     return f"{lo:.1f}-{hi:.1f}"
+
+
+def dry_run_lines(plan, spec, world: int, launcher: str, itemsize: int) -> list[str]:
+    """--dry-run: per op (variant, mesh dim), the sizes asked for, the bytes and elements the
+    ranks will use, and why they differ; then how many rows, ranks and backends."""
+    from commbench.output.tables import render
+
+    columns = [Column("op", left=True), Column("group", left=True), Column("asked", "B"),
+               Column("size", "B"), Column("count", "elements"), Column("", left=True)]
+    rows, planned = [], 0
+    for op, variant, dim, group, used in plan:
+        name = op_label(op.name, variant)
+        where = f"{dim}={group}" if dim else f"world={group}"
+        seen: dict[int, int] = {}
+        for asked, count in used:
+            if not op.sized:
+                rows.append([name, where, "-", "-", "-", "no data"])
+                planned += 1
+                continue
+            size = count * itemsize
+            if count in seen:
+                why = f"same as {format_size(seen[count])}: measured once"
+            elif size == asked:
+                why = ""
+            elif size > asked:
+                why = (f"raised to one {spec.dtype} element per rank ({group} ranks)"
+                       if op.splits else f"raised to one {spec.dtype} element")
+            elif op.splits:
+                why = f"rounded down to a multiple of {group} {spec.dtype} elements"
+            else:
+                why = f"rounded down to whole {spec.dtype} elements"
+            if count not in seen:
+                seen[count] = asked
+                planned += 1
+            rows.append([name, where, format_size(asked), format_size(size), str(count), why])
+    lines = render(columns, rows, terminal_width())
+    backends = "+".join(spec.backends)
+    lines.append(f"{planned} size(s) to measure per backend, {world} {backends} rank(s) "
+                 f"({launcher}), {spec.dtype}; --dry-run: nothing was launched or written")
+    return lines

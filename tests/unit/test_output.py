@@ -108,3 +108,21 @@ def test_compare_shows_no_interval_where_a_row_has_none():
     assert _interval(float("nan"), float("nan")) == "-"
     assert _interval(50.0, 50.0) == "-"  # an import's printed point, no interval
     assert _interval(1.04, 2.0) == "1.0-2.0"
+
+
+def test_dry_run_prints_the_sizes_the_ranks_will_use_and_launches_nothing(tmp_path, capsys):
+    from commbench.cli import main
+
+    out = tmp_path / "results"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--ops", "allgather,barrier", "--sizes", "2,1K", "--nproc", "3",
+              "--dry-run", "--out", str(out)])
+    assert exit_info.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.split()[:5] == ["allgather", "world=3", "1K", "1020", "255"]
+               and line.endswith("rounded down to a multiple of 3 float32 elements")
+               for line in lines)
+    assert any(line.split()[:5] == ["allgather", "world=3", "2", "12", "3"] for line in lines)
+    assert any(line.startswith("barrier") and line.endswith("no data") for line in lines)
+    assert lines[-1].startswith("3 size(s) to measure per backend, 3 gloo rank(s) (local)")
+    assert not out.exists()  # no run folder
