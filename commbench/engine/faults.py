@@ -9,7 +9,9 @@
 - ``shift``: the call's result is moved by one element;
 - ``neighbour``: the result holds the neighbouring rank's chunk (reduce-scatter reduces the
   next chunk; the other ops' results are rotated by one chunk);
-- ``delay=SECONDS``: the call sleeps first (a slow rank, link or node).
+- ``delay=SECONDS``: the call sleeps first (a slow rank, link or node);
+- ``slow=FACTOR``: FACTOR - 1 more of the same call on average, on scratch copies, so each
+  call costs FACTOR times its own time (a proportional regression, for compare's power).
 
 The last four wrap the functions of ``torch.distributed`` themselves, inside the ranks, so the
 product's own validation and timing see a broken or slow collective. The control channel binds
@@ -24,7 +26,7 @@ import time
 from dataclasses import dataclass
 
 FAULT_ENV = "COMMBENCH_FAULT"
-WRAPPING = ("noop", "shift", "neighbour", "delay")
+WRAPPING = ("noop", "shift", "neighbour", "delay", "slow")
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class Fault:
     ranks: frozenset[int] | None = None  # None: every rank
     op: str = ""  # '' = every op
     size: int | None = None  # None: every size
-    seconds: float = 0.0
+    seconds: float = 0.0  # delay: the seconds; slow: the factor
 
     def applies(self, rank: int, op: str, size: int | None) -> bool:
         return ((self.ranks is None or rank in self.ranks) and (not self.op or self.op == op)
@@ -148,6 +150,8 @@ def _wrap_distributed(injector: Injector) -> None:
         fault = injector.action(*WRAPPING)
         if fault is None:
             return real_batch(ops)
+        if fault.action == "slow":  # p2p batches are not slowed (no scratch copies)
+            return real_batch(ops)
         if fault.action == "delay":
             time.sleep(fault.seconds)
             return real_batch(ops)
@@ -162,12 +166,51 @@ def _wrap_distributed(injector: Injector) -> None:
     dist.batch_isend_irecv = batch
 
 
+class _Slowdown:
+    """slow=FACTOR: after a call, (FACTOR - 1) more of the same call on scratch copies of its
+    tensors, on average (1.25: one more every 4th call), so every call costs FACTOR times its
+    own time through the real transport, and the results are untouched. Every rank makes the
+    same calls in the same order, so the extra ones pair up. Sleeping or spinning for
+    (FACTOR - 1) x the call's duration does not work: a call's duration includes waiting for
+    the peer's own delay, and on the 2-core VM slow=1.25 read 3-6x that way."""
+
+    def __init__(self) -> None:
+        self.credit = 0.0
+        self.scratch: dict[tuple, tuple] = {}
+
+    def after(self, factor: float, name: str, real, args, kwargs) -> None:
+        self.credit += factor - 1
+        while self.credit >= 1 - 1e-9:
+            self.credit -= 1
+            done = real(*self._copies(name, args), **kwargs)
+            if done is not None and hasattr(done, "wait"):
+                done.wait()
+
+    def _copies(self, name: str, args) -> tuple:
+        key = (name, *(tuple(a.shape) if hasattr(a, "shape") else type(a).__name__
+                       for a in args))
+        if key not in self.scratch:
+            self.scratch.clear()  # a new size: the previous size's copies go
+            self.scratch[key] = tuple(
+                a.clone() if hasattr(a, "clone") else [t.clone() for t in a]
+                if isinstance(a, list) else a for a in args)
+        return self.scratch[key]
+
+
 def _wrapped(dist, injector: Injector, name: str, real, result):
+    slowdown = _Slowdown()
+
     @functools.wraps(real)
     def call(*args, **kwargs):
         fault = injector.action(*WRAPPING)
         if fault is None:
             return real(*args, **kwargs)
+        if fault.action == "slow":
+            done = real(*args, **kwargs)
+            if done is not None and hasattr(done, "wait"):
+                done.wait()
+            slowdown.after(fault.seconds, name, real, args, kwargs)
+            return done
         if fault.action == "delay":
             time.sleep(fault.seconds)
             return real(*args, **kwargs)

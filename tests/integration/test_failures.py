@@ -21,8 +21,10 @@ pytestmark = pytest.mark.integration
 def start(tmp_path, *args, env=None):
     out = tmp_path / "results"
     proc = subprocess.Popen(
+        # --rounds 1: sizes one after the other, each row written as it is measured, so a
+        # failure lands mid-op (with rounds an op's rows come at its end: test_rounds.py).
         [sys.executable, "-m", "commbench", "allreduce", "--sizes", "8-16M", "--min-time", "0.3",
-         "--out", str(out), "--name", "victim", "--quiet", *args],
+         "--rounds", "1", "--out", str(out), "--name", "victim", "--quiet", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env={**os.environ, **(env or {})},
     )

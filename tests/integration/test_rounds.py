@@ -47,3 +47,20 @@ def test_repeat_runs_fresh_launches_into_one_folder_and_compare_pools_them(run_c
     compared, _ = run_cli("compare", str(run_dir), str(run_dir), "--json", check_rc=0)
     pairs = [line for line in compared.stdout.splitlines() if '"verdict"' in line]
     assert len(pairs) == 2 and all("over launches, rounds and blocks" in p for p in pairs)
+
+
+def test_a_real_slowdown_fails_the_gate(tmp_path):
+    """One real A/B pair: B's allreduce calls each cost 3x their own time inside the ranks
+    (COMMBENCH_FAULT slow=3), through the real transport; compare must call it slower and
+    fail. 3x, not 1.5x: one pair on a shared 2-core machine must not be a coin toss."""
+    from tests.conftest import commbench
+
+    args = ["allreduce", "--sizes", "64K,1M", "--min-time", "0.4", "--rounds", "4", "--nproc",
+            "2", "--quiet"]
+    _, base = commbench([*args, "--name", "a"], tmp_path, check_rc=0)
+    _, slow = commbench([*args, "--name", "b"], tmp_path, check_rc=0,
+                        env={"COMMBENCH_FAULT": "slow=3:*:allreduce"})
+    done, _ = commbench(["compare", str(base), str(slow), "--json", "--fail-on-regression"],
+                        tmp_path)
+    pairs = [line for line in done.stdout.splitlines() if '"verdict"' in line]
+    assert done.returncode == 1 and any('"verdict": "slower"' in p for p in pairs)
