@@ -274,19 +274,22 @@ def unstable_notes(frame) -> list[str]:
 # ---- compare --------------------------------------------------------------------------------
 
 def compare_columns(metric: str) -> list[Column]:
+    """On a narrow terminal the decoration goes first (the candidate's name, the backend, the
+    baseline's interval), then the new run's interval; what a verdict rests on (ratio,
+    verdict, the unstable mark, the delta) stays."""
     unit = "us" if metric.startswith("lat") else "GB/s"
     return [
         Column("op", width=9, left=True),
-        Column("backend", width=7, drop=4, left=True),
+        Column("backend", width=7, drop=5, left=True),
         Column("size", width=5),
         Column("baseline", unit),
-        Column("95% CI", "us", drop=2),
+        Column("95% CI", "us", drop=4),
         Column("new", unit),
-        Column("95% CI", "us", drop=2),
+        Column("95% CI", "us", drop=3),
         Column("ratio", width=5),
-        Column("delta", "us", drop=3),
+        Column("delta", "us", drop=1),
         Column("verdict", width=7, left=True),
-        Column("", drop=5, left=True),
+        Column("", left=True),  # 'unstable': the reason a verdict is noisy
         Column("candidate", drop=6, left=True),
     ]
 

@@ -126,3 +126,18 @@ def test_dry_run_prints_the_sizes_the_ranks_will_use_and_launches_nothing(tmp_pa
     assert any(line.startswith("barrier") and line.endswith("no data") for line in lines)
     assert lines[-1].startswith("3 size(s) to measure per backend, 3 gloo rank(s) (local)")
     assert not out.exists()  # no run folder
+
+
+def test_compare_at_80_columns_keeps_what_a_verdict_rests_on(capsys, monkeypatch):
+    import commbench.output.console as console
+    from commbench.cli import main
+
+    monkeypatch.setattr(console, "terminal_width", lambda: 80)
+    with pytest.raises(SystemExit):
+        main(["compare", str(FIXTURES / "noisy-a"), str(FIXTURES / "noisy-b")])
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("op"))
+    assert all(len(line) <= 80 for line in lines if line.startswith(("op", "allreduce")))
+    assert "ratio" in header and "delta" in header and "verdict" in header
+    assert any(line.startswith("allreduce") and line.endswith("unstable") for line in lines)
+    assert "candidate" not in header  # decoration goes first
