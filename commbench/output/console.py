@@ -316,7 +316,15 @@ def table_records(frame, metric: str) -> tuple[list[Column], list[list[str]]]:
             record["note"],
             str(record["candidate"]),
         ])
-    return compare_columns(metric), rows
+    columns = compare_columns(metric)
+    if "group" in frame and frame["group"].notna().any():
+        # --per-group runs: a row per group and the combined one ('all'), which without the
+        # column look like one row repeated.
+        at = [c.name for c in columns].index("size") + 1
+        columns.insert(at, Column("group", width=5))  # essential here
+        rows = [[*row[:at], group_text(record), *row[at:]]
+                for row, record in zip(rows, frame.to_dict("records"), strict=True)]
+    return columns, rows
 
 
 def _interval(lo, hi) -> str:

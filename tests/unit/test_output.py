@@ -141,3 +141,26 @@ def test_compare_at_80_columns_keeps_what_a_verdict_rests_on(capsys, monkeypatch
     assert "ratio" in header and "delta" in header and "verdict" in header
     assert any(line.startswith("allreduce") and line.endswith("unstable") for line in lines)
     assert "candidate" not in header  # decoration goes first
+
+
+def test_per_group_rows_compared_get_a_group_column(tmp_path):
+    from commbench.analysis.compare import compare_runs
+    from commbench.output.console import table_records
+
+    source = FIXTURES / "base"
+    rows = [json.loads(line) for line in (source / "results.jsonl").read_text().splitlines()]
+    rows = [{**r, "group": group} for r in rows for group in (None, 0, 1)]
+    folder = tmp_path / "per-group"
+    folder.mkdir()
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "run.json").write_text((source / "run.json").read_text())
+    run = load_run(str(folder))
+    result = compare_runs([run, run], "lat_us_p50", 0.05, None)
+    columns, cells = table_records(result.frame, "lat_us_p50")
+    names = [c.name for c in columns]
+    assert names[:4] == ["op", "backend", "size", "group"]
+    first = [(row[0], row[2], row[3]) for row in cells][:3]
+    assert [group for _, _, group in first] == ["all", "0", "1"]  # no longer look repeated
+    plain, _ = table_records(compare_runs([load_run(str(source))] * 2, "lat_us_p50", 0.05,
+                                          None).frame, "lat_us_p50")
+    assert "group" not in [c.name for c in plain]
