@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 BIN = Path(sys.executable).parent
-SHORT = ["--sizes", "8,64K", "--min-time", "0.05", "--quiet"]
+SHORT = ["--sizes", "8,64K", "--min-time", "0.05", "--quiet", "--timeout", "30"]
 
 
 def clean_env(**extra: str) -> dict:

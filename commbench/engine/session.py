@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -15,6 +16,8 @@ import torch.distributed as dist
 from commbench.engine import facts
 from commbench.engine.coordination import Control, Watch, connect, heartbeat_interval
 from commbench.engine.failures import RankFailure, diagnose, first_line
+
+EXIT_PAUSE_S = 0.1  # see Session.close
 
 
 @dataclass(frozen=True)
@@ -260,8 +263,21 @@ class Session:
             self.watch.report(failure.kind, str(failure))
 
     def close(self) -> None:
+        """Leave: heartbeat stopped, every group destroyed here.
+
+        A gloo worker thread may still be dropping the last reference to a finished call's
+        tensors, which needs the GIL; torch (seen on 2.4.1) destroys a group with the GIL
+        held and joins that thread, so the rank deadlocked at exit (2 of 12 runs, in
+        ``~ProcessGroupGloo`` -> ``std::thread::join``). A pause with the GIL released lets
+        the workers finish first, and the groups are dropped here, not at whichever line
+        happens to release their last reference.
+        """
         if self.watch is not None:
             self.watch.stop()
+        time.sleep(EXIT_PAUSE_S)
         if dist.is_initialized():
             with contextlib.suppress(Exception):
                 dist.destroy_process_group()
+        self._groups.clear()
+        self._meshes.clear()
+        self.control = None
