@@ -15,6 +15,12 @@ every release that ``pyproject.toml`` admits; tests/unit/test_compat.py drives e
 - ``shutdown_agent``: the private ``LocalElasticAgent._shutdown`` takes ``(death_sig,
   is_restart)`` in 2.4-2.6, ``(death_sig)`` in 2.9-2.11 and ``(death_sig, timeout)`` in 2.13;
   commbench's bounded stop must not depend on any of them.
+- ``backend_options`` / ``can_set_group_timeout``: DeviceMesh takes per-dimension options
+  (``backend_override``, 2.9+ here) whose timeout is a private field of a private gloo
+  class; ``ProcessGroup.set_timeout`` exists from 2.9 (not in 2.4-2.6). Without either, the
+  mesh's groups are made by hand with ``new_group(timeout=)``.
+- ``cuda_graph_capture``: ``torch.cuda.graph(capture_error_mode=)``, where torch takes it.
+- ``gpu_uuid``: ``uuid`` of the device properties (2.6+ here; absent in 2.4).
 """
 
 from __future__ import annotations
@@ -104,3 +110,48 @@ def shutdown_agent(agent: Any, grace_s: float) -> None:
         agent._shutdown(timeout=grace_s)
     else:
         agent._shutdown()
+
+
+def backend_options(dist: Any, backend: str, timeout: float) -> Any | None:
+    """Backend options carrying ``timeout`` (DeviceMesh hands them to every group it makes),
+    or None where this torch cannot build them: gloo's options class is private
+    (``ProcessGroupGloo._Options``), CPU builds have no ProcessGroupNCCL, and ``_timeout``
+    is a private field."""
+    if backend == "gloo":
+        make = getattr(getattr(dist, "ProcessGroupGloo", None), "_Options", None)
+    else:
+        make = getattr(getattr(dist, "ProcessGroupNCCL", None), "Options", None)
+    if make is None:
+        return None
+    try:
+        options = make()
+        options._timeout = timedelta(seconds=timeout)
+    except (AttributeError, TypeError, RuntimeError):
+        return None
+    return options
+
+
+def can_set_group_timeout(dist: Any) -> bool:
+    """Whether a made group's timeout can be set again (``ProcessGroup.set_timeout``)."""
+    return hasattr(getattr(dist, "ProcessGroup", None), "set_timeout")
+
+
+def cuda_graph_capture(torch: Any, graph: Any, stream: Any):
+    """``torch.cuda.graph`` in thread-local capture-error mode, as nccl-tests captures
+    (cudaStreamCaptureModeThreadLocal): in the default global mode, a CUDA call another thread
+    makes during the capture (NCCL's watchdog and proxy threads query events) is an error that
+    breaks the capture. A torch without the keyword captures in its own mode."""
+    try:
+        takes_mode = "capture_error_mode" in inspect.signature(torch.cuda.graph).parameters
+    except (TypeError, ValueError):  # no signature to read
+        takes_mode = False
+    if takes_mode:
+        return torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local")
+    return torch.cuda.graph(graph, stream=stream)
+
+
+def gpu_uuid(props: Any) -> str | None:
+    """The device's UUID where torch exposes it: the one name of a GPU that no host layout
+    can make two GPUs share."""
+    uuid = getattr(props, "uuid", None)
+    return str(uuid) if uuid is not None else None

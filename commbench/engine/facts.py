@@ -10,6 +10,8 @@ import shutil
 import socket
 import sys
 
+from commbench import compat
+
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "MASTER_", "CUDA_", "OMP_", "SLURM_JOB", "OMPI_COMM")
 
 
@@ -42,16 +44,9 @@ def host_facts(local_rank: int, devices: list[str]) -> dict:
         facts["gpu"] = props.name
         facts["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
         facts["pci_bus_id"] = pci_address(props)
-        facts["gpu_uuid"] = gpu_uuid(props)
+        facts["gpu_uuid"] = compat.gpu_uuid(props)
         facts["cuda_device"] = index
     return facts
-
-
-def gpu_uuid(props) -> str | None:
-    """The device's UUID where torch exposes it (``uuid`` of the device properties, on recent
-    torch): the one name of a GPU that no host layout can make two GPUs share."""
-    uuid = getattr(props, "uuid", None)
-    return str(uuid) if uuid is not None else None
 
 
 def pci_address(props) -> str | None:

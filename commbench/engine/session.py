@@ -13,6 +13,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from commbench import compat
 from commbench.engine import facts
 from commbench.engine.coordination import Control, Watch, connect, heartbeat_interval
 from commbench.engine.failures import RankFailure, diagnose, first_line
@@ -178,22 +179,8 @@ class Session:
         return self._groups[backend]
 
     def _options(self, backend: str):
-        """Backend options carrying --timeout (DeviceMesh passes them to every group), or None
-        where this torch cannot build them: gloo's options class is private
-        (``ProcessGroupGloo._Options``), CPU builds have no ProcessGroupNCCL, and ``_timeout``
-        is a private field. Without options the groups are made by hand (``_mesh_by_hand``)."""
-        if backend == "gloo":
-            make = getattr(getattr(dist, "ProcessGroupGloo", None), "_Options", None)
-        else:
-            make = getattr(getattr(dist, "ProcessGroupNCCL", None), "Options", None)
-        if make is None:
-            return None
-        try:
-            options = make()
-            options._timeout = timedelta(seconds=self.timeout)
-        except (AttributeError, TypeError, RuntimeError):
-            return None
-        return options
+        """Options carrying --timeout, or None (compat.backend_options)."""
+        return compat.backend_options(dist, backend, self.timeout)
 
     def groups_for(self, backend: str, device: str, mesh: tuple[tuple[str, int], ...],
                    dim: str) -> Groups:
@@ -226,8 +213,8 @@ class Session:
 
         timeout = timedelta(seconds=self.timeout)
         override = {name: (backend, self._options(backend)) for name in names}
-        if all(options is not None for _, options in override.values()) and hasattr(
-                dist.ProcessGroup, "set_timeout"):
+        complete = all(options is not None for _, options in override.values())
+        if complete and compat.can_set_group_timeout(dist):
             try:
                 mesh = init_device_mesh("cuda" if device == "cuda" else "cpu", shape,
                                         mesh_dim_names=names, backend_override=override)

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from commbench import compat
+
 Call = Callable[[], Any]
 
 
@@ -134,7 +136,7 @@ class CudaGraphTimer:
             graph = torch.cuda.CUDAGraph()
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream), capture(torch, graph, stream):
+            with torch.cuda.stream(stream), compat.cuda_graph_capture(torch, graph, stream):
                 for _ in range(iters):
                     call()
             torch.cuda.current_stream().wait_stream(stream)
@@ -142,23 +144,6 @@ class CudaGraphTimer:
             self._barrier()
             self._graphs[key] = graph
         return graph
-
-
-def capture(torch, graph, stream):
-    """``torch.cuda.graph`` in thread-local capture-error mode, as nccl-tests captures
-    (cudaStreamCaptureModeThreadLocal): in the default global mode, a CUDA call another thread
-    makes during the capture (NCCL's watchdog and proxy threads query events) is an
-    error that breaks the capture. torch releases without the keyword capture in their own mode.
-    (A torch-version shim: it belongs in compat.py.)"""
-    import inspect
-
-    try:
-        takes_mode = "capture_error_mode" in inspect.signature(torch.cuda.graph).parameters
-    except (TypeError, ValueError):  # no signature to read
-        takes_mode = False
-    if takes_mode:
-        return torch.cuda.graph(graph, stream=stream, capture_error_mode="thread_local")
-    return torch.cuda.graph(graph, stream=stream)
 
 
 def _default_group_barrier() -> None:
