@@ -5,7 +5,8 @@
 3. start-up      command to first row vs the hand-written loop; `commbench --help`
 4. memory        peak RSS per rank at 256 MiB over a bare rank; growth with the sweep
 5. ceilings      memory copy and loopback TCP bandwidth vs commbench's busbw
-6. a/a           false "slower" verdicts of compare on back-to-back runs of one command
+6. gate          compare's false "slower" on A/A pairs, its power on planted 1.25x/1.5x
+                 slowdowns, and the spread between launches vs within one (bench/gate.py)
 7. mesh          building the device mesh; a dimension's per-size overhead vs the whole world
 
 Timings on a 2-core machine are noisy: pairs are alternated and medians of repeats reported.
@@ -263,64 +264,40 @@ def ceilings(scratch: Path) -> list[dict]:
     ]
 
 
-# ---- 6. A/A: how often does noise alone fail the gate? ----------------------------------------
-THRESHOLDS = ("5%", "10%", "25%", "50%")
+# ---- 6. the gate: A/A false slower, power on planted slowdowns, launch vs round spread -------
+def gate_figures(scratch: Path, pairs: int, power_pairs: int, rounds: int,
+                 min_time: float) -> list[dict]:
+    """bench/gate.py at one budget: A/A pairs of allreduce 4K,64K,1M and A/B pairs against
+    runs whose every allreduce costs 1.25x / 1.5x its own time (COMMBENCH_FAULT=slow=F)."""
+    from gate import SIZES, gate
 
-
-def false_slower(scratch: Path, pairs: int, budget: float) -> list[dict]:
-    """Back-to-back runs of one command compared: every 'slower' is a false alarm. The same
-    pairs are compared at several thresholds (compare reads files: it costs no run)."""
-    names = []
-    for index in range(pairs):
-        pair = [f"aa-{index}-a", f"aa-{index}-b"]
-        for name in pair:
-            commbench(["allreduce", "--sizes", "8-1M", "--min-time", str(budget)], scratch, name)
-        names.append(pair)
-    figures = []
-    for threshold in THRESHOLDS:
-        slower = noisy = rows = 0
-        per_pair = []
-        for pair in names:
-            done = subprocess.run([PYTHON, "-m", "commbench", "compare",
-                                   *(str(scratch / n) for n in pair), "--json", "--threshold",
-                                   threshold], capture_output=True, text=True)
-            summary = json.loads(done.stdout.splitlines()[-1])["summary"]
-            rows += sum(summary[v] for v in ("slower", "faster", "noisy", "same"))
-            slower += summary["slower"]
-            noisy += summary["noisy"]
-            per_pair.append(summary["slower"])
-        rate = slower / rows
-        default = threshold == "5%"
+    found = gate(scratch, pairs, rounds, min_time, 1, (1.25, 1.5), power_pairs)
+    setup = f"allreduce {SIZES}, --rounds {rounds}, --min-time {min_time}"
+    rate = found["false_slower"] / found["rows"]
+    figures = [{
+        "figure": "A/A false slower rate at --threshold 5%", "value": f"{rate:.1%}",
+        "target": "<= 1%", "met": rate <= 0.01,
+        "detail": (f"{found['false_slower']} of {found['rows']} rows over {pairs} pairs "
+                   f"({found['false_faster']} faster, {found['noisy']} noisy); {setup}; "
+                   f"{found['wall_s_median']:.1f} s a run")}]
+    for factor, target in ((1.5, 0.9), (1.25, 0.5)):
+        slower, rows, ratio = found[f"power_{factor}"]
         figures.append({
-            "figure": f"A/A false slower rate at --threshold {threshold}",
-            "value": f"{rate:.1%}",
-            "detail": (f"{slower} of {rows} rows slower over {pairs} pairs of allreduce 8-1M "
-                       f"(per pair: {per_pair}); {noisy} noisy; --min-time {budget}"),
-            "target": "<= 5%" if default else "-",
-            "met": rate <= 0.05 if default else None,
-        })
-    figures.append(caught_slowdowns(scratch, names[: max(1, pairs // 3)], budget))
+            "figure": f"power: a {factor}x slowdown called slower", "value": f"{slower / rows:.0%}",
+            "target": f">= {target:.0%}", "met": slower / rows >= target,
+            "detail": (f"{slower} of {rows} rows over {power_pairs} pairs; median measured "
+                       f"ratio {ratio:.2f}x; {setup}")})
+    parts = ", ".join(f"{int(size) >> 10}K {between:.2f} vs {within:.2f}"
+                      for size, (between, within) in found["components"].items())
+    figures.append({"figure": "A/A spread between launches vs within one (SD of log median)",
+                    "value": parts, "target": "-", "met": None,
+                    "detail": "within: SD of a run's round medians / sqrt(rounds); between: "
+                              "what the spread of run medians holds beyond it"})
+    unstable = found["unstable_rows"] / found["all_rows"]
+    figures.append({"figure": "unstable rows (A/A runs)", "value": f"{unstable:.0%}",
+                    "target": "<= 25%", "met": unstable <= 0.25,
+                    "detail": f"{found['unstable_rows']} of {found['all_rows']} rows; {setup}"})
     return figures
-
-
-def caught_slowdowns(scratch: Path, pairs: list[list[str]], budget: float) -> dict:
-    """The other side of the gate: each baseline against a run made slower on purpose (1 ms
-    of sleep before every call, a few times an 8 B allreduce here). How many rows say so?"""
-    slower = noisy = rows = 0
-    for base, _ in pairs:
-        commbench(["allreduce", "--sizes", "8-1M", "--min-time", str(budget)], scratch,
-                  f"{base}-slow", env={"COMMBENCH_FAULT": "delay=0.001"})
-        done = subprocess.run([PYTHON, "-m", "commbench", "compare", str(scratch / base),
-                               str(scratch / f"{base}-slow"), "--json"],
-                              capture_output=True, text=True)
-        summary = json.loads(done.stdout.splitlines()[-1])["summary"]
-        rows += sum(summary[v] for v in ("slower", "faster", "noisy", "same"))
-        slower += summary["slower"]
-        noisy += summary["noisy"]
-    return {"figure": "a real slowdown called slower (1 ms added per call)",
-            "value": f"{slower / rows:.1%}",
-            "detail": f"{slower} of {rows} rows slower, {noisy} noisy, over {len(pairs)} pairs",
-            "target": "-", "met": None}
 
 
 # ---- 7. mesh ----------------------------------------------------------------------------------
@@ -361,7 +338,7 @@ def main(argv=None) -> int:
     parser.add_argument("--pairs", type=int, default=10, help="A/A pairs for the false rate")
     parser.add_argument("--seconds", type=float, default=0.4, help="timed seconds per size")
     parser.add_argument("--only", default="", help="comma list of sections: fidelity,sweep,"
-                        "startup,memory,ceilings,aa,mesh")
+                        "startup,memory,ceilings,gate,mesh")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     sections = {
@@ -370,7 +347,7 @@ def main(argv=None) -> int:
         "startup": lambda s: startup(s, 3),
         "memory": memory,
         "ceilings": ceilings,
-        "aa": lambda s: false_slower(s, args.pairs, 0.25),
+        "gate": lambda s: gate_figures(s, args.pairs, max(3, args.pairs // 2), 5, 1.5),
         "mesh": lambda s: mesh(s, 3),
     }
     chosen = [s for s in args.only.split(",") if s] or list(sections)

@@ -35,9 +35,10 @@ DEFAULT_SIZES = "8-64M"
 DEFAULT_FACTOR = 2.0
 DEFAULT_MIN_TIME = 1.5
 DEFAULT_TIMEOUT = 300.0
-# 5 interleaved rounds: on the 2-core VM, 6 A/A pairs of allreduce 4K,64K,1M at the default
-# budget gave 6 of 18 rows a false 'slower' with one round and 0 of 18 with 5, at the same
-# wall time (7.9 s a run); see README "Comparing in CI".
+# 5 interleaved rounds: on the 2-core VM, A/A pairs of allreduce 4K,64K,1M at the default
+# budget gave 6 of 18 rows a false 'slower' with one round, 0 of 18 and 4 of 30 with 5, at the
+# same wall time (7.9 s a run). One launch (--repeat 1): a plain run keeps one row per size;
+# a CI gate adds --repeat (README "Comparing in CI": most A/A spread is between launches).
 DEFAULT_ROUNDS = 5
 DEFAULT_REPEAT = 1
 
