@@ -320,6 +320,16 @@ class SizeRounds:
     def finish(self) -> Measurement:
         return self.blocks.finish(self.control, tuple(self.round_counts))
 
+    def so_far(self) -> Measurement | None:
+        """The rounds finished so far, from block times every rank already shares (no
+        collective, no single-call tails); None before the first round ends."""
+        if not self.round_counts:
+            return None
+        samples = sum(self.round_counts)
+        return Measurement(per_rank=self.blocks.per_rank()[:, :samples],
+                           counts=np.asarray(self.blocks.counts[:samples]),
+                           rounds=tuple(self.round_counts))
+
 
 def rounds_done(sizes: list[SizeRounds], control, combine: Combine, budget: Budget) -> bool:
     """After a round: stop when every size has had its rounds, or (adaptive) when every

@@ -1,5 +1,10 @@
 """The per-rank sweep: every (backend, op, variant, size) of a MeasureSpec, measured, checked and
 turned into rows that rank 0 hands to the sink it was given.
+
+With ``--rounds N`` an op's sizes are visited in N interleaved rounds (engine.sampling.
+SizeRounds holds a size's state between visits) and its rows are handed over after the last
+round, with the check; with one round each size is measured, checked and handed over in turn.
+Every decision that ends a loop is taken from gathered data, the same on every rank.
 """
 
 from __future__ import annotations
@@ -157,6 +162,7 @@ class Sweep:
             pattern=pattern,
             pairs=spec.peers,
             window=spec.window,
+            backend=self._backend,
         )
 
     def _measure_op(self, backend: str, dim: str, op: Collective, pattern: str) -> None:
@@ -204,23 +210,46 @@ class Sweep:
         size's budget; rows are emitted when the op's last round is done."""
         control = self.session.control
         states: dict[int, SizeRounds] = {}
-        for index in range(self.spec.rounds):
-            for size in (sizes[i] for i in round_order(len(sizes), index)):
-                call = self._visit(op, ctx, size, send, recv, pattern)
-                started = time.perf_counter()
+        try:
+            for index in range(self.spec.rounds):
+                for size in (sizes[i] for i in round_order(len(sizes), index)):
+                    call = self._visit(op, ctx, size, send, recv, pattern)
+                    started = time.perf_counter()
+                    with self._diagnosed():
+                        if size.count not in states:
+                            states[size.count] = SizeRounds(call, timer, control, budget,
+                                                            self.spec.rounds)
+                        states[size.count].visit(call)
+                    size.wall_s += time.perf_counter() - started
                 with self._diagnosed():
-                    if size.count not in states:
-                        states[size.count] = SizeRounds(call, timer, control, budget,
-                                                        self.spec.rounds)
-                    states[size.count].visit(call)
-                size.wall_s += time.perf_counter() - started
-            with self._diagnosed():
-                if rounds_done(list(states.values()), control, combine, budget):
-                    break
+                    if rounds_done(list(states.values()), control, combine, budget):
+                        break
+        except BaseException:  # a failure, a timeout, Ctrl-C or SIGTERM: keep what was measured
+            self._emit_unchecked(op, ctx, where, sizes, states, active)
+            raise
         for size in sizes:
             call = self._visit(op, ctx, size, send, recv, pattern, prepare=False)
             size.measurement = states[size.count].finish()
             self._emit(op, ctx, groups, where, size, active, timer, call)
+
+    def _emit_unchecked(self, op, ctx, where, sizes, states: dict, active) -> None:
+        """The run is ending inside an op's rounds: rank 0 writes a row for every size that
+        finished at least one round, from the block times it already holds (no collective:
+        a peer may be gone), unchecked and saying so, so every measured size is kept on
+        disk (SPEC §3). Its ``rounds`` column tells how many of the planned it had."""
+        if self.sink is None:
+            return
+        for size in sizes:
+            state = states.get(size.count)
+            measurement = state.so_far() if state is not None else None
+            if measurement is None or size.bufs is None:
+                continue
+            with contextlib.suppress(Exception):  # the original failure is what to report
+                row = build_row(op, ctx, where, size.count, measurement,
+                                op.messages_per_iteration(ctx, size.bufs), 0, active=active,
+                                validation="off: the run ended before this size was checked")
+                row.wall_s = round(size.wall_s, 4)
+                self.sink.row(row.to_dict())
 
     def _visit(self, op: Collective, ctx: OpContext, size: _Size, send, recv, pattern: str,
                prepare: bool = True):
@@ -229,8 +258,9 @@ class Sweep:
         spec, session = self.spec, self.session
         started = time.perf_counter()
         label = f"{op.name}/{pattern}" if pattern else op.name
+        where = f"{self._backend}, dim {self._dim}" if self._dim else self._backend
         self.position = (f"{label} at {format_size(size.size_bytes) if size.count else '-'} "
-                         f"({self._backend})")
+                         f"({where})")
         session.at(self.position)
         if self.sink is not None:
             self.sink.position(self.position)
@@ -328,7 +358,7 @@ class Sweep:
             return HostTimer(sync=torch.cuda.synchronize)
         if self.spec.cuda_graph:
             if op.graph_capturable:
-                return CudaGraphTimer()
+                return CudaGraphTimer(barrier=self.session.control.barrier)
             self._note(f"{op.name} cannot be captured in a CUDA graph: it is timed eagerly "
                        "with CUDA events (its rows say timer cuda-event)")
         return CudaEventTimer(blocking=self.spec.blocking)

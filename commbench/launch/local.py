@@ -152,10 +152,19 @@ def _rank_main(entry: Callable, *args):
     env = agent_rank_env()
     die_with_parent()
     pin_interfaces(env)
+    # The agent stops the other ranks with SIGTERM when one fails: as an exception, rank 0
+    # still writes the sizes its unfinished --rounds measured (engine.sweep) within the grace.
+    signal.signal(signal.SIGTERM, _stopped)
     try:
         return entry(env, *args)
     except RunFailed:
         sys.exit(EXIT_RUN_FAILED)
+    except Interrupted as stop:
+        sys.exit(stop.exit_code)
+
+
+def _stopped(signum: int, frame) -> None:
+    raise Interrupted(f"stopped by {signal.Signals(signum).name}", exit_code=128 + signum)
 
 
 Explain = Callable[[dict, object, int], str]

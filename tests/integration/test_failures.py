@@ -181,3 +181,19 @@ def test_killing_the_launcher_takes_its_ranks_along(tmp_path):
     proc.wait(timeout=10)
     assert_no_survivors(pids)
     assert len(read_rows(run_dir)) >= 2  # every finished row is on disk
+
+
+def test_a_failure_inside_the_rounds_keeps_every_size_measured_so_far(tmp_path):
+    """Default --rounds: an op's rows come at its end, so a failure in its first round must
+    still leave the sizes that round measured on disk, marked unchecked (SPEC §3)."""
+    out = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, "-m", "commbench", "allreduce", "--sizes", "8-1K", "--min-time", "0.2",
+         "--out", str(out), "--name", "cut", "--quiet"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "COMMBENCH_FAULT": "raise:1:allreduce:64"})
+    assert done.returncode == 3, done.stderr
+    rows = read_rows(out / "cut")
+    assert [(r["size_bytes"], r["rounds"]) for r in rows] == [(8, 1), (16, 1), (32, 1)]
+    assert all(r["validation"].startswith("off: the run ended") for r in rows)
+    assert read_meta(out / "cut")["status"] == "partial"

@@ -154,13 +154,16 @@ def test_barrier_under_cuda_graphs_is_timed_eagerly_and_says_so(monkeypatch):
     made = []
     monkeypatch.setattr(sweep_module, "CudaEventTimer",
                         lambda blocking=False: made.append("events") or "events")
-    monkeypatch.setattr(sweep_module, "CudaGraphTimer", lambda: made.append("graph") or "graph")
+    barrier = object()  # the graph timer meets the ranks on the control channel
+    monkeypatch.setattr(sweep_module, "CudaGraphTimer",
+                        lambda barrier: made.append(barrier) or "graph")
     notes = []
-    session = SimpleNamespace(rank=0, world=2)
+    session = SimpleNamespace(rank=0, world=2, control=SimpleNamespace(barrier=barrier))
     sweep = sweep_module.Sweep(session, MeasureSpec(ops=("barrier",), cuda_graph=True),
                                SimpleNamespace(note=notes.append))
     assert sweep._timer("cuda", collectives.get("barrier")) == "events"
     assert sweep._timer("cuda", collectives.get("allreduce")) == "graph"
+    assert made == ["events", barrier]
     assert "barrier cannot be captured in a CUDA graph: it is timed eagerly" in notes[0]
 
 
