@@ -64,6 +64,20 @@ run "cuda graphs, replay validated" 0 nccl-graph -- \
 COMMBENCH_FAULT=noop run "cuda graphs, empty replay caught" 1 nccl-graph-fault -- \
   $CB run --ops allgather,alltoall --backend nccl --nproc 1 --sizes 1M --cuda-graph \
   --iters 10 --json $RES --name nccl-graph-fault
+run "gloo x3 on one GPU, avg at an odd world" 0 gloo-avg -- \
+  $CB allreduce --backend gloo --device cuda --nproc 3 --op avg --dtype float32 \
+  --sizes 8,1M --min-time 0.1 --json $RES --name gloo-avg
+GPUS=$($PY -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+if [ "${GPUS:-0}" -ge 3 ]; then  # NCCL needs a GPU per rank: a pair beside an idle rank
+  run "nccl p2p unidir beside an idle rank" 0 nccl-idle-p2p -- \
+    $CB p2p --pattern unidir --backend nccl --nproc 3 --sizes 8,1M --min-time 0.1 \
+    --timeout 60 --json $RES --name nccl-idle-p2p
+  run "nccl avg at 3 ranks (premultiplied)" 0 nccl-avg -- \
+    $CB allreduce --backend nccl --nproc 3 --op avg --dtype float16 --sizes 8,1M \
+    --min-time 0.1 --json $RES --name nccl-avg
+else
+  record "nccl p2p beside an idle rank, avg at 3" SKIP "needs 3 GPUs ($GPUS here)"
+fi
 run "allgather timed by cuda events" 0 nccl-events -- \
   $CB allgather --backend nccl --nproc 1 --sizes 64M,1G --min-time 0.5 --no-check --json \
   $RES --name nccl-events
