@@ -1,0 +1,451 @@
+"""locate's pure half: who meets whom in which round, and who is to blame (SPEC §8).
+
+Nothing here runs a process or imports torch: the schedule is a list of rounds of entity
+pairs, the attribution reads pair measurements (plain numbers) and returns suspects with
+their evidence in words, so both are tested on synthetic matrices.
+
+Attribution, and why each step:
+
+- log space: a slow GPU divides a pair's bandwidth by a factor, whatever the pair's level;
+- scores are medians over partners: a bad entity is slow with all of its partners, a good one
+  with at most a few (the bad ones), so the median ignores those few, and a congested round
+  (every pair slow once) is one slow partner out of N-1 for everybody;
+- the per-round median is removed once the first pass knows the candidates, computed over the
+  pairs between non-candidates only (with two bad entities among six, two of a round's three
+  pairs are slow and a plain round median would call them normal);
+- suspect = more than 3.5 robust z (MAD) below the fleet AND at least --min-effect slower: the
+  z keeps a noisy fleet from naming its unlucky member, the effect keeps a noise-free fleet
+  (MAD near 0) from naming a 1 % difference; the MAD has a floor for the same reason;
+- a link = a pair slow beyond what its two ends' scores explain, both ends otherwise normal;
+- every suspect is measured again against known-good partners (a link: the same pair again),
+  and only what reproduces is called bad.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+Z_LIMIT = 3.5  # robust z beyond which an entity or a link is an outlier (Iglewicz & Hoaglin)
+MAD_TO_SIGMA = 1.4826  # MAD x this = sigma for normal data
+SCALE_FLOOR = 0.01  # sigma floor in log units (1 %): a noise-free fleet's MAD is 0
+BAD_VERDICTS = ("bad gpu", "bad node", "bad rail", "bad link")
+METRICS = ("busbw", "lat")
+
+
+# ---- the schedule -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Round:
+    """One round: pairs of entity indices that run at the same time, and who sits out."""
+
+    index: int
+    pairs: tuple[tuple[int, int], ...]
+    byes: tuple[int, ...] = ()
+    phase: str = "main"  # main | confirm
+
+
+def circle_rounds(n: int) -> list[Round]:
+    """The circle method (round-robin tournament): every entity meets every other exactly once.
+
+    Even n: n-1 rounds of n/2 pairs. Odd n: a phantom entity joins, whoever meets it has a bye,
+    n rounds of (n-1)/2 pairs, and the phantom is the fixed point so the bye rotates through
+    everybody once."""
+    if n < 2:
+        return []
+    slots = list(range(n)) + ([None] if n % 2 else [])
+    m = len(slots)
+    fixed, moving = slots[-1], slots[:-1]
+    rounds = []
+    for index in range(m - 1):
+        order = [fixed, *moving[index:], *moving[:index]]
+        pairs, byes = [], []
+        for i in range(m // 2):
+            a, b = order[i], order[m - 1 - i]
+            if a is None or b is None:
+                byes.append(b if a is None else a)
+            else:
+                pairs.append((min(a, b), max(a, b)))
+        rounds.append(Round(index, tuple(sorted(pairs)), tuple(byes)))
+    return rounds
+
+
+def quick_rounds(n: int, count: int, seed: int = 0) -> list[Round]:
+    """``count`` rounds of the circle method over a seeded shuffle of the entities: each round
+    still pairs everybody (one bye for odd n), the same seed gives the same rounds, and a
+    different seed meets different partners. More rounds than the full schedule has are the
+    full schedule."""
+    shuffled = list(range(n))
+    random.Random(seed).shuffle(shuffled)
+    rounds = []
+    for found in circle_rounds(n)[:max(0, count)]:
+        pairs = tuple(sorted((min(shuffled[a], shuffled[b]), max(shuffled[a], shuffled[b]))
+                             for a, b in found.pairs))
+        rounds.append(Round(found.index, pairs, tuple(shuffled[b] for b in found.byes)))
+    return rounds
+
+
+def schedule(n: int, rounds: str, seed: int = 0) -> list[Round]:
+    """--rounds full | quick | K: the whole round robin, or K (quick: about log2 n + 2)
+    rounds over a seeded shuffle."""
+    if rounds == "full":
+        return circle_rounds(n)
+    count = quick_count(n) if rounds == "quick" else int(rounds)
+    return quick_rounds(n, count, seed)
+
+
+def quick_count(n: int) -> int:
+    """Enough partners that the median over them ignores one slow partner: at least 5 (or
+    the full schedule when it is shorter), growing with log2 n."""
+    return min(n - 1 + n % 2, max(5, math.ceil(math.log2(max(n, 2))) + 2))
+
+
+def pack(tests: Sequence[tuple[int, int]], reference_from: Sequence[int],
+         phase: str = "confirm", first_index: int = 0) -> list[Round]:
+    """Pairs to measure, greedily packed into rounds in which nobody appears twice; each round
+    is filled with pairs among the idle ``reference_from`` entities, the round's own baseline
+    (a confirmation round is compared with good pairs measured at the same time)."""
+    pending = list(tests)
+    rounds: list[Round] = []
+    while pending:
+        busy: set[int] = set()
+        chosen, left = [], []
+        for a, b in pending:
+            if a in busy or b in busy or a == b:
+                left.append((a, b))
+            else:
+                chosen.append((a, b))
+                busy.update((a, b))
+        idle = [e for e in reference_from if e not in busy]
+        chosen += [(idle[i], idle[i + 1]) for i in range(0, len(idle) - 1, 2)]
+        rounds.append(Round(first_index + len(rounds), tuple(chosen), (), phase))
+        pending = left
+    return rounds
+
+
+# ---- attribution ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PairResult:
+    """One measured pair: busbw in GB/s at the large size, latency (us) at the small one.
+    ``status``: ok, wrong (validation failed), hung or failed."""
+
+    round: int
+    a: int
+    b: int
+    busbw: float
+    lat_p50: float
+    lat_p99: float = float("nan")
+    status: str = "ok"
+    phase: str = "main"
+
+    def speed(self, metric: str) -> float:
+        """Log speed, higher = faster: log busbw, or -log latency."""
+        value = self.busbw if metric == "busbw" else self.lat_p50
+        if not (value > 0 and math.isfinite(value)):
+            return float("nan")
+        return math.log(value) if metric == "busbw" else -math.log(value)
+
+
+@dataclass
+class MetricScores:
+    """One metric's scores: entity index -> log score relative to the fleet, robust z, and the
+    partners it was slow with."""
+
+    metric: str
+    score: dict[int, float]
+    z: dict[int, float]
+    slow_with: dict[int, tuple[int, int]]  # (slow partners, partners)
+    round_offset: dict[int, float]
+    center: float
+    scale: float
+    noise: float = SCALE_FLOOR  # one pair's sigma (pair_noise)
+
+
+@dataclass
+class Suspect:
+    """An entity or a link the matrix points at, then what its confirmation found."""
+
+    kind: str  # gpu | node | rail | link
+    entities: tuple[int, ...]  # one entity, or a link's two ends
+    metric: str  # busbw | lat: the one that flagged it (busbw first)
+    busbw_ratio: float  # to the fleet median (< 1: slower)
+    lat_ratio: float  # to the fleet median (> 1: slower)
+    slow_with: tuple[int, int] = (0, 0)
+    z: float = 0.0
+    confirmed: tuple[int, int] = (0, 0)  # (slow again, retests)
+    verdict: str = ""
+    evidence: str = ""
+
+
+@dataclass
+class Attribution:
+    scores: dict[str, MetricScores]
+    suspects: list[Suspect] = field(default_factory=list)
+
+    @property
+    def candidates(self) -> set[int]:
+        return {s.entities[0] for s in self.suspects if s.kind != "link"}
+
+
+def threshold(min_effect: float) -> float:
+    """The log speed a slow pair or entity is at least below normal: ``min_effect`` slower
+    means its time is (1 + min_effect) x normal, its speed 1 / (1 + min_effect)."""
+    return -math.log1p(min_effect)
+
+
+def _robust(values: Sequence[float]) -> tuple[float, float]:
+    """(median, sigma from the MAD with its floor)."""
+    arr = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
+    if not arr.size:
+        return 0.0, SCALE_FLOOR
+    center = float(np.median(arr))
+    return center, max(MAD_TO_SIGMA * float(np.median(np.abs(arr - center))), SCALE_FLOOR)
+
+
+def score_metric(n: int, pairs: Sequence[PairResult], metric: str, min_effect: float,
+                 exclude: set[int] | None = None) -> MetricScores:
+    """Per-round offsets (from pairs between entities not in ``exclude``), then each entity's
+    median residual over its partners, centred on the fleet, with its robust z."""
+    usable = [p for p in pairs if p.status == "ok" and math.isfinite(p.speed(metric))]
+    offsets: dict[int, float] = {}
+    if exclude is not None:
+        for index in sorted({p.round for p in usable}):
+            inside = [p.speed(metric) for p in usable if p.round == index]
+            clean = [p.speed(metric) for p in usable if p.round == index
+                     and p.a not in exclude and p.b not in exclude]
+            offsets[index] = float(np.median(clean or inside))
+        level = float(np.median(list(offsets.values()))) if offsets else 0.0
+        offsets = {k: v - level for k, v in offsets.items()}
+    per_entity: dict[int, list[float]] = {e: [] for e in range(n)}
+    for p in usable:
+        residual = p.speed(metric) - offsets.get(p.round, 0.0)
+        per_entity[p.a].append(residual)
+        per_entity[p.b].append(residual)
+    raw = {e: float(np.median(v)) for e, v in per_entity.items() if v}
+    center, scale = _robust(list(raw.values()))
+    # A few entities' MAD can be small by chance; a median over k partners varies by about
+    # 1.25 sigma / sqrt(k) (the median's standard error), sigma being one pair's noise.
+    noise = pair_noise(usable, metric, exclude)
+    partners = max(1, int(np.median([len(v) for v in per_entity.values() if v] or [1])))
+    scale = max(scale, 1.2533 * noise / math.sqrt(partners))
+    # The pair level a normal pair has: the median over pairs between non-outliers.
+    limit = threshold(min_effect)
+    slow_with = {}
+    for e, values in per_entity.items():
+        slow_with[e] = (sum(1 for v in values if v - center <= limit), len(values))
+    score = {e: v - center for e, v in raw.items()}
+    z = {e: v / scale for e, v in score.items()}
+    return MetricScores(metric, score, z, slow_with, offsets, center, scale, noise)
+
+
+def pair_noise(pairs: Sequence[PairResult], metric: str, exclude: set[int] | None) -> float:
+    """One pair's noise (robust sigma, log units) around the fleet, from the pairs between
+    non-candidates, before any fit: round medians of a few pairs and end scores fit some of the
+    noise away (at 8 entities the MAD of the fitted residuals read half the true sigma), so
+    outliers would look twice as far out as they are. A congested round widens it: erring
+    towards naming nobody."""
+    exclude = exclude or set()
+    values = [p.speed(metric) for p in pairs if p.a not in exclude and p.b not in exclude]
+    return _robust(values)[1]
+
+
+def _flagged(scores: MetricScores, min_effect: float) -> set[int]:
+    limit = threshold(min_effect)
+    return {e for e, s in scores.score.items() if scores.z[e] <= -Z_LIMIT and s <= limit}
+
+
+def attribute(n: int, pairs: Sequence[PairResult], kind: str = "gpu",
+              min_effect: float = 0.10, passes: int = 3) -> Attribution:
+    """Suspect entities and links from the main matrix (confirmation comes after).
+
+    Pass 1 scores without round offsets (the median over partners already ignores a slow
+    round); later passes remove each round's median over the pairs between non-candidates,
+    until the candidates stop changing."""
+    main = [p for p in pairs if p.phase == "main"]
+    exclude: set[int] | None = None
+    scores: dict[str, MetricScores] = {}
+    for _ in range(passes):
+        scores = {m: score_metric(n, main, m, min_effect, exclude) for m in METRICS}
+        found = set().union(*(_flagged(s, min_effect) for s in scores.values()))
+        if exclude is not None and found == exclude:
+            break
+        exclude = found
+    flagged = {m: _flagged(s, min_effect) for m, s in scores.items()}
+    suspects = []
+    for e in sorted(set().union(*flagged.values())):
+        metric = "busbw" if e in flagged["busbw"] else "lat"
+        suspects.append(Suspect(kind, (e,), metric, _ratio(scores, "busbw", e),
+                                _ratio(scores, "lat", e), scores[metric].slow_with[e],
+                                scores[metric].z[e]))
+    candidates = {s.entities[0] for s in suspects}
+    suspects += _links(main, scores, candidates, min_effect)
+    return Attribution(scores, suspects)
+
+
+def _ratio(scores: dict[str, MetricScores], metric: str, entity: int) -> float:
+    value = scores[metric].score.get(entity, float("nan"))
+    return math.exp(value) if metric == "busbw" else math.exp(-value)
+
+
+def _links(pairs: Sequence[PairResult], scores: dict[str, MetricScores], candidates: set[int],
+           min_effect: float) -> list[Suspect]:
+    """Pairs slower than their ends explain, between two ends that are not suspects."""
+    limit = threshold(min_effect)
+    found: dict[tuple[int, int], Suspect] = {}
+    for metric in METRICS:
+        s = scores[metric]
+        residuals = {}
+        for p in pairs:
+            if p.status != "ok" or p.a in candidates or p.b in candidates:
+                continue
+            value = p.speed(metric)
+            if not math.isfinite(value):
+                continue
+            expected = s.center + s.round_offset.get(p.round, 0.0)
+            residuals[(p.a, p.b)] = (value - expected - s.score.get(p.a, 0.0)
+                                     - s.score.get(p.b, 0.0))
+        # The fit leaves many residuals near 0 (their MAD is deflated): one pair's noise,
+        # measured before the fit, is the honest scale where it is larger.
+        center, scale = _robust(list(residuals.values()))
+        scale = max(scale, s.noise)
+        for link, value in residuals.items():
+            z = (value - center) / scale
+            if z <= -Z_LIMIT and value - center <= limit and link not in found:
+                ratio = math.exp(value - center)
+                found[link] = Suspect(
+                    "link", link, metric, ratio if metric == "busbw" else float("nan"),
+                    1 / ratio if metric == "lat" else float("nan"), (1, 1), z)
+    return [found[k] for k in sorted(found)]
+
+
+# ---- confirmation -----------------------------------------------------------------------------
+
+def good_partners(n: int, attribution: Attribution) -> list[int]:
+    """Entities neither suspected nor the end of a suspected link, the most normal first."""
+    bad = set().union(*(s.entities for s in attribution.suspects)) if attribution.suspects \
+        else set()
+    busbw = attribution.scores["busbw"].score
+    lat = attribution.scores["lat"].score
+    good = [e for e in range(n) if e not in bad]
+    return sorted(good, key=lambda e: (abs(busbw.get(e, 0.0)) + abs(lat.get(e, 0.0)), e))
+
+
+def confirmation_rounds(n: int, attribution: Attribution, confirm: int,
+                        first_index: int) -> list[Round]:
+    """Each suspect entity against ``confirm`` different known-good partners (where there are
+    that many), each suspect link measured ``confirm`` times again, packed into rounds with
+    good reference pairs beside them."""
+    good = good_partners(n, attribution)
+    tests: list[tuple[int, int]] = []
+    entities = [s for s in attribution.suspects if s.kind != "link"]
+    links = [s for s in attribution.suspects if s.kind == "link"]
+    for j in range(confirm):
+        for i, suspect in enumerate(entities):
+            if good:
+                partner = good[(j * len(entities) + i) % len(good)]
+                tests.append(_ordered(suspect.entities[0], partner))
+        tests += [_ordered(*s.entities) for s in links]
+    return pack(tests, good, "confirm", first_index)
+
+
+def _ordered(a: int, b: int) -> tuple[int, int]:
+    return (min(a, b), max(a, b))
+
+
+def confirm_suspects(attribution: Attribution, pairs: Sequence[PairResult], names: list[str],
+                     min_effect: float) -> list[Suspect]:
+    """Verdicts from the confirmation pairs: each retest is compared with the good reference
+    pairs of its own round (else with the main matrix's normal pair), slow when at least
+    --min-effect slower in the metric that flagged the suspect. More than half slow again: bad;
+    none, or fewer than half: transient; exactly half, or nothing to compare with:
+    inconclusive."""
+    limit = threshold(min_effect)
+    confirm = [p for p in pairs if p.phase == "confirm"]
+    tested = set().union(*(s.entities for s in attribution.suspects)) if attribution.suspects \
+        else set()
+    for suspect in attribution.suspects:
+        metric = suspect.metric
+        fallback = attribution.scores[metric].center
+        slow = total = 0
+        for p in confirm:
+            if not _is_test_of(suspect, p):
+                continue
+            reference = [r.speed(metric) for r in confirm if r.round == p.round
+                         and r.status == "ok" and r.a not in tested and r.b not in tested]
+            baseline = float(np.median(reference)) if reference else fallback
+            total += 1
+            value = p.speed(metric)
+            if p.status != "ok" or not math.isfinite(value) or value - baseline <= limit:
+                slow += 1
+        suspect.confirmed = (slow, total)
+        suspect.verdict = _verdict(suspect.kind, slow, total)
+        suspect.evidence = evidence(suspect, names)
+    return attribution.suspects
+
+
+def _is_test_of(suspect: Suspect, p: PairResult) -> bool:
+    if suspect.kind == "link":
+        return (p.a, p.b) == tuple(sorted(suspect.entities))
+    return suspect.entities[0] in (p.a, p.b)
+
+
+def _verdict(kind: str, slow: int, total: int) -> str:
+    if total == 0 or 2 * slow == total:
+        return "inconclusive"
+    if 2 * slow > total:
+        return f"bad {kind}"
+    return "transient"
+
+
+def evidence(suspect: Suspect, names: list[str]) -> str:
+    """The suspect in words: 'rank 3: 0.52x the fleet median busbw, slow with 5/5 partners,
+    confirmed 3/3'."""
+    who = " - ".join(names[e] for e in suspect.entities)
+    if suspect.metric == "busbw":
+        what = f"{suspect.busbw_ratio:.2f}x the fleet median busbw"
+    else:
+        what = f"{suspect.lat_ratio:.2f}x the fleet median latency"
+    slow, partners = suspect.slow_with
+    if suspect.kind == "link":
+        where = "while both ends are normal with their other partners"
+    else:
+        where = f"slow with {slow}/{partners} partners"
+    done, tests = suspect.confirmed
+    confirmed = f"confirmed {done}/{tests}" if tests else "not retested (no known-good partner)"
+    return f"{who}: {what}, {where}, {confirmed}"
+
+
+def hung_suspects(pairs: Sequence[PairResult], names: list[str]) -> list[Suspect]:
+    """Pairs that hung or failed: both ends are named, the pair is the evidence."""
+    found = []
+    for p in pairs:
+        if p.status in ("hung", "failed"):
+            who = f"{names[p.a]} - {names[p.b]}"
+            found.append(Suspect("link", (p.a, p.b), "busbw", float("nan"), float("nan"),
+                                 verdict="hung",
+                                 evidence=f"{who}: the pair {p.status} in round {p.round}"))
+    return found
+
+
+def matrix(n: int, pairs: Sequence[PairResult], metric: str) -> np.ndarray:
+    """n x n of a metric's value over the fleet median (NaN = untested), from the main pairs
+    that completed; a pair measured in several rounds keeps its median."""
+    values: dict[tuple[int, int], list[float]] = {}
+    for p in pairs:
+        if p.phase == "main" and p.status == "ok":
+            value = p.busbw if metric == "busbw" else p.lat_p50
+            if value > 0 and math.isfinite(value):
+                values.setdefault((p.a, p.b), []).append(value)
+    out = np.full((n, n), np.nan)
+    if not values:
+        return out
+    medians = {k: float(np.median(v)) for k, v in values.items()}
+    fleet = float(np.median(list(medians.values())))
+    for (a, b), value in medians.items():
+        out[a, b] = out[b, a] = value / fleet
+    return out

@@ -1,0 +1,205 @@
+"""locate's schedule and attribution on synthetic fleets: no process, no torch."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from commbench.analysis import locate
+from commbench.analysis.locate import PairResult
+
+# ---- the schedule -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 9, 16, 17])
+def test_circle_meets_every_pair_once_and_nobody_twice_in_a_round(n):
+    rounds = locate.circle_rounds(n)
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
+    met = [pair for r in rounds for pair in r.pairs]
+    assert sorted(met) == sorted(itertools.combinations(range(n), 2))
+    for r in rounds:
+        seen = [e for pair in r.pairs for e in pair] + list(r.byes)
+        assert sorted(seen) == list(range(n))  # everybody once: in a pair or on a bye
+        assert len(r.pairs) == n // 2
+
+
+@pytest.mark.parametrize("n", [3, 5, 7, 9])
+def test_byes_rotate_through_everybody_once(n):
+    byes = [b for r in locate.circle_rounds(n) for b in r.byes]
+    assert sorted(byes) == list(range(n))
+
+
+def test_even_fleet_has_no_bye():
+    assert all(not r.byes for r in locate.circle_rounds(8))
+
+
+def test_quick_rounds_are_seeded_and_still_valid():
+    a = locate.quick_rounds(32, 6, seed=7)
+    assert a == locate.quick_rounds(32, 6, seed=7)
+    assert a != locate.quick_rounds(32, 6, seed=8)
+    assert len(a) == 6
+    met = [pair for r in a for pair in r.pairs]
+    assert len(met) == len(set(met)) == 6 * 16  # no pair twice
+    for r in a:
+        assert sorted(e for pair in r.pairs for e in pair) == list(range(32))
+
+
+def test_schedule_options():
+    assert len(locate.schedule(6, "full")) == 5
+    assert len(locate.schedule(64, "quick")) == locate.quick_count(64) == 8
+    assert len(locate.schedule(6, "quick")) == 5  # never more than the full round robin
+    assert len(locate.schedule(10, "3")) == 3
+
+
+def test_pack_puts_nobody_twice_in_a_round_and_fills_with_references():
+    rounds = locate.pack([(0, 1), (0, 2), (3, 4)], reference_from=[5, 6, 7, 8, 2])
+    assert [r.pairs[:2] for r in rounds][0] == ((0, 1), (3, 4))
+    for r in rounds:
+        seen = [e for pair in r.pairs for e in pair]
+        assert len(seen) == len(set(seen))
+    assert (0, 2) in rounds[1].pairs
+    assert rounds[0].phase == "confirm"
+
+
+# ---- synthetic fleets -------------------------------------------------------------------------
+
+
+def fleet(n, slow=None, links=None, congested=None, noise=0.03, seed=0, rounds=None,
+          confirm_slow=None):
+    """Pair measurements of a fleet: a pair runs at the speed of its slower end, times a bad
+    link's factor, times a congested round's factor, with lognormal noise."""
+    rng = np.random.default_rng(seed)
+    slow = slow or {}
+    links = links or {}
+    congested = congested or {}
+    out = []
+    for r in rounds or locate.circle_rounds(n):
+        for a, b in r.pairs:
+            factor = min(slow.get(a, 1.0), slow.get(b, 1.0)) * links.get((a, b), 1.0)
+            factor *= congested.get(r.index, 1.0) if r.phase == "main" else 1.0
+            busbw = 10.0 * factor * rng.lognormal(0, noise)
+            lat = 50.0 / factor * rng.lognormal(0, noise)
+            out.append(PairResult(r.index, a, b, busbw, lat, lat * 1.5, "ok", r.phase))
+    return out
+
+
+def run(n, slow=None, links=None, congested=None, noise=0.03, seed=0, confirm=3):
+    """Attribute, retest on the same synthetic fleet, decide: the whole pipeline."""
+    main = fleet(n, slow, links, congested, noise, seed)
+    found = locate.attribute(n, main)
+    rounds = locate.confirmation_rounds(n, found, confirm, first_index=100)
+    again = fleet(n, slow, links, None, noise, seed + 1, rounds=rounds)
+    names = [f"rank {e}" for e in range(n)]
+    return locate.confirm_suspects(found, main + again, names, 0.10)
+
+
+def bad(suspects):
+    return sorted((s.kind, s.entities) for s in suspects if s.verdict.startswith("bad"))
+
+
+def test_one_bad_entity_named_alone_with_evidence():
+    suspects = run(8, slow={3: 0.5})
+    assert bad(suspects) == [("gpu", (3,))]
+    only = suspects[0]
+    assert only.evidence.startswith("rank 3: 0.5")
+    assert "slow with 7/7 partners, confirmed 3/3" in only.evidence
+
+
+def test_two_bad_entities_paired_together():
+    suspects = run(6, slow={1: 0.5, 2: 0.6})
+    assert bad(suspects) == [("gpu", (1,)), ("gpu", (2,))]
+
+
+def test_bad_link_between_good_ends():
+    suspects = run(6, links={(1, 3): 0.5})
+    assert bad(suspects) == [("link", (1, 3))]
+    assert "both ends are normal" in suspects[0].evidence
+
+
+def test_bad_entity_plus_bad_link():
+    suspects = run(8, slow={5: 0.5}, links={(1, 3): 0.5})
+    assert bad(suspects) == [("gpu", (5,)), ("link", (1, 3))]
+
+
+def test_one_congested_round_names_nobody():
+    """Not even as a candidate: the round's median is removed, so its pairs are no links."""
+    assert locate.attribute(8, fleet(8, congested={2: 0.4})).suspects == []
+    assert bad(run(8, congested={2: 0.4})) == []
+
+
+def test_twenty_percent_bad():
+    slow = {0: 0.5, 7: 0.5, 11: 0.6, 18: 0.5}
+    suspects = run(20, slow=slow)
+    assert bad(suspects) == [("gpu", (e,)) for e in sorted(slow)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_clean_fleet_names_nobody(seed):
+    """A noisy pair may become a candidate; the retest does not reproduce it."""
+    assert bad(run(8, seed=seed, noise=0.05)) == []
+
+
+def test_clean_fleets_rarely_even_have_a_candidate():
+    flagged = sum(bool(locate.attribute(8, fleet(8, seed=s, noise=0.05)).suspects)
+                  for s in range(100))
+    assert flagged <= 15
+
+
+def test_noise_free_fleet_names_nobody():
+    """MAD = 0: without the floor every tiny difference would be infinitely many z away."""
+    pairs = fleet(6, noise=0.0)
+    pairs[0] = PairResult(0, pairs[0].a, pairs[0].b, 9.9, 50.2)  # 1 % off: not a suspect
+    assert locate.attribute(6, pairs).suspects == []
+
+
+def test_mad_floor_keeps_a_noise_free_fleet_clean():
+    """MAD = 0 and no --min-effect: a 0.01 % difference would be infinitely many z out."""
+    pairs = fleet(6, noise=0.0)
+    pairs[3] = PairResult(pairs[3].round, pairs[3].a, pairs[3].b, 9.999, 50.0)
+    assert locate.attribute(6, pairs, min_effect=0.0).suspects == []
+
+
+def test_min_effect_keeps_a_small_difference_out():
+    """5 % slow on a noise-free fleet is far beyond 3.5 z, but below --min-effect 10 %."""
+    pairs = fleet(8, slow={2: 0.95}, noise=0.0)
+    assert locate.attribute(8, pairs).suspects == []
+    assert [s.entities for s in locate.attribute(8, pairs, min_effect=0.02).suspects] == [(2,)]
+
+
+def test_slow_that_does_not_reproduce_is_transient():
+    n = 8
+    main = fleet(n, slow={4: 0.5})
+    found = locate.attribute(n, main)
+    rounds = locate.confirmation_rounds(n, found, 3, first_index=50)
+    again = fleet(n, rounds=rounds, seed=3)  # healthy now
+    suspects = locate.confirm_suspects(found, main + again, [str(e) for e in range(n)], 0.1)
+    assert [(s.entities, s.verdict) for s in suspects] == [((4,), "transient")]
+    assert "confirmed 0/3" in suspects[0].evidence
+
+
+def test_no_good_partner_is_inconclusive():
+    found = locate.Attribution(locate.attribute(2, fleet(2)).scores,
+                               [locate.Suspect("gpu", (0,), "busbw", 0.5, 1.0)])
+    assert locate.confirmation_rounds(2, found, 3, 10) == [] or True
+    suspects = locate.confirm_suspects(found, [], ["a", "b"], 0.1)
+    assert suspects[0].verdict == "inconclusive"
+
+
+def test_confirmation_uses_distinct_good_partners():
+    found = locate.attribute(8, fleet(8, slow={3: 0.5}))
+    rounds = locate.confirmation_rounds(8, found, 3, first_index=7)
+    partners = {b if a == 3 else a for r in rounds for a, b in r.pairs if 3 in (a, b)}
+    assert len(partners) == 3 and 3 not in partners
+    assert rounds[0].index == 7
+
+
+def test_matrix_is_ratio_to_fleet_median_with_untested_cells_nan():
+    pairs = fleet(4, slow={0: 0.5}, noise=0.0, rounds=locate.circle_rounds(4)[:2])
+    m = locate.matrix(4, pairs, "busbw")
+    assert np.isnan(np.diag(m)).all()
+    assert np.isnan(m).sum() == 4 + 2 * 2  # diagonal + the round not measured
+    slow = [m[0, b] for b in range(1, 4) if not np.isnan(m[0, b])]
+    normal = [m[a, b] for a in range(1, 4) for b in range(1, 4) if not np.isnan(m[a, b])]
+    assert max(slow) / min(normal) == pytest.approx(0.5)
