@@ -210,10 +210,32 @@ def load_run(path: str | Path, strict: bool = False) -> Run:
     rows, warnings = _parse_rows(jsonl, strict)
     if not rows:
         raise UsageError(f"{jsonl} holds no rows")
+    damage = _damage(meta, rows, warnings)
+    if damage:  # a complete run that lost rows is not complete: the gate must see it
+        meta = {**meta, "status": "partial", "error": damage}
     if meta_warning:
         warnings.insert(0, meta_warning)
-    return Run(name=meta.get("name") or folder.name, path=folder, rows=rows, meta=meta,
+    return Run(name=run_label(folder, meta), path=folder, rows=rows, meta=meta,
                warnings=warnings)
+
+
+def run_label(folder: Path, meta: dict) -> str:
+    """A run is named by its folder (what the user typed, and what a copied baseline is
+    called), with the name inside run.json in brackets where it differs."""
+    inner = meta.get("name")
+    return folder.name if not inner or inner == folder.name else f"{folder.name} [{inner}]"
+
+
+def _damage(meta: dict, rows: list[dict], warnings: list[str]) -> str:
+    """Why a run that run.json calls complete has lost rows, or ''."""
+    if meta.get("status") != "complete":
+        return ""
+    if any("cut short" in warning for warning in warnings):
+        return f"its {JSONL} is cut short"
+    written = meta.get("rows")
+    if isinstance(written, int) and len(rows) < written:
+        return f"its {JSONL} holds {len(rows)} of the {written} rows it was finished with"
+    return ""
 
 
 def _check_version(meta: dict, folder: Path) -> None:
@@ -258,9 +280,9 @@ def finalize(path: str | Path, status: str, error: str = "") -> Run:
     """Record how the run ended and rebuild results.csv from the JSONL; returns the run."""
     folder = Path(path)
     meta, _ = _read_meta(folder)
-    meta.update(status=status, error=error or None, end_time=now())
-    _write_json(folder / RUN_JSON, meta)
     rows = read_rows(folder)
+    meta.update(status=status, error=error or None, end_time=now(), rows=len(rows))
+    _write_json(folder / RUN_JSON, meta)
     if rows:
         rows_frame(rows).to_csv(folder / CSV, index=False)
-    return Run(name=meta.get("name") or folder.name, path=folder, rows=rows, meta=meta)
+    return Run(name=run_label(folder, meta), path=folder, rows=rows, meta=meta)

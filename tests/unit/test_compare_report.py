@@ -433,3 +433,43 @@ def test_the_spread_between_launches_widens_the_pooled_interval(tmp_path, capsys
     for one, row in zip(rows, pooled, strict=True):
         assert row["lat_us_ci_hi"] - row["lat_us_ci_lo"] > 3 * (one["lat_us_ci_hi"]
                                                                  - one["lat_us_ci_lo"])
+
+
+def test_a_copied_run_is_labelled_by_its_folder_with_its_inner_name(tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "baselines" / "main"
+    shutil.copytree(FIXTURES / "base", copy)
+    assert load_run(copy).name == "main [base]"
+    assert load_run(FIXTURES / "base").name == "base"  # folder and name agree: no brackets
+    code, out, err = run(["compare", str(copy), fx("base"), "--json"], capsys)
+    rows = [json.loads(line) for line in out.splitlines() if '"verdict"' in line]
+    assert {(r["base"], r["candidate"]) for r in rows} == {("main [base]", "base")}
+
+
+def test_a_complete_run_whose_rows_were_torn_fails_the_gate(tmp_path, capsys):
+    """run.json says complete, but results.jsonl lost its last row mid-line (a disk full, a
+    copy cut short): the gate must not pass it as a run that simply lacks a size."""
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    (torn / "run.json").write_text((FIXTURES / "base" / "run.json").read_text())
+    text = (FIXTURES / "base" / "results.jsonl").read_text()
+    (torn / "results.jsonl").write_text(text[: len(text) - 40])  # mid-way into the last row
+    assert load_run(torn).meta["status"] == "partial"
+    code, out, err = run(["compare", fx("base"), str(torn), "--fail-on-regression"], capsys)
+    assert code == 1 and "torn [base] is partial (its results.jsonl is cut short)" in err
+    code, *_ = run(["compare", fx("base"), str(torn), "--fail-on-regression",
+                    "--allow-partial"], capsys)
+    assert code == 0
+
+
+def test_a_complete_run_missing_whole_rows_fails_the_gate(tmp_path, capsys):
+    lost = tmp_path / "lost"
+    lost.mkdir()
+    lines = (FIXTURES / "base" / "results.jsonl").read_text().splitlines()
+    meta = json.loads((FIXTURES / "base" / "run.json").read_text())
+    (lost / "run.json").write_text(json.dumps({**meta, "rows": len(lines)}))
+    (lost / "results.jsonl").write_text("\n".join(lines[:-1]) + "\n")  # cut at a line end
+    code, out, err = run(["compare", fx("base"), str(lost), "--fail-on-regression"], capsys)
+    assert code == 1
+    assert f"holds {len(lines) - 1} of the {len(lines)} rows it was finished with" in err
