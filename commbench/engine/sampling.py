@@ -276,7 +276,11 @@ class SizeRounds:
             counts = [base + 1] * extra + [base] * (count - extra)
             self.plan = [list(part) for part in np.array_split(counts, min(rounds, count))]
         else:
-            self.per_round = max(2, round(TARGET_SAMPLES / rounds))
+            # 50/N blocks a visit, fewer (at least 2) where a call outlasts a tenth of the
+            # visit's share: 10 one-call blocks of 64M (60 ms a call) at each of 5 visits
+            # took 3 s against a 1.5 s budget.
+            calls = max(1, int(share / max(self.estimate, 1e-9)))
+            self.per_round = max(2, min(round(TARGET_SAMPLES / rounds), calls))
             self.per_block = max(1, round(share / self.per_round / max(self.estimate, 1e-9)))
             self.plan = None
         self.share = share

@@ -135,3 +135,11 @@ def test_the_row_interval_comes_from_the_spread_between_rounds():
     flat = build_row(op, ctx, RowContext("gloo", "cpu", 1, "float32", 4, 0), 256,
                      m.Measurement(per_rank=measured.per_rank, counts=measured.counts), 1, 0)
     assert flat.rounds == 1 and flat.round_samples == [] and flat.round_p50_us == []
+
+
+def test_sizes_whose_calls_outlast_a_visit_take_fewer_blocks_per_visit():
+    """A call as long as a visit's share (64M on the VM): 2 blocks a visit, not 50/N, which
+    would spend 5x the budget."""
+    sizes = sweep(Machine(0.1), NotYetTight(), m.Budget(min_time=0.5), rounds=5, sizes=1)
+    assert sizes[0].rounds == (2,) * 5
+    assert float((sizes[0].per_rank[0] * sizes[0].counts).sum()) <= 1.0 + 1e-9
