@@ -118,8 +118,10 @@ def test_two_torchrun_agents(tmp_path):
 def start(tmp_path: Path, *args: str, env: dict | None = None):
     out = tmp_path / "results"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "commbench", "allreduce", "--sizes", "8-16M", "--min-time",
-         "0.3", "--out", str(out), "--name", "victim", "--quiet", *args],
+        # a fixed count, so the run outlasts the moment a check strikes (about 10 s here;
+        # the adaptive rule may stop a size early and finish the whole sweep in seconds)
+        [sys.executable, "-m", "commbench", "allreduce", "--sizes", "8-16M", "--iters", "300",
+         "--out", str(out), "--name", "victim", "--quiet", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env=clean_env(**(env or {})))
     return proc, out / "victim"
