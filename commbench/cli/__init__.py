@@ -47,11 +47,25 @@ measuring.register(app)
 tools.register(app)
 
 
+def _plain_metavars(command) -> None:
+    """Help says ``--timeout TIMEOUT`` and ``--json``, not typer's ``<float>`` and ``<bool>``
+    (which it shows even for flags): a placeholder named after the option, nothing for a
+    flag. Only what help prints changes; an explicit metavar is kept."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+        elif getattr(param, "metavar", None) is None and param.name:
+            param.metavar = param.name.upper()
+    for sub in getattr(command, "commands", {}).values():
+        _plain_metavars(sub)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: every failure becomes one line on stderr and an exit code."""
     # c10d's C++ warnings (socket poll time-outs) would bury the one-line diagnosis.
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     command = typer.main.get_command(app)
+    _plain_metavars(command)
     try:
         code = command.main(
             args=sys.argv[1:] if argv is None else argv,

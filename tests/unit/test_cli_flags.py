@@ -167,3 +167,15 @@ def test_osu_iterations_flag_is_refused_with_the_flag_to_use(capsys):
         main(["allreduce", "-i", "1000"])
     assert exit_info.value.code == 2
     assert "OSU's -i, iterations, is -n/--iters here" in capsys.readouterr().err
+
+
+def test_help_names_placeholders_after_the_option_and_none_for_flags(capsys):
+    """typer printed ``<str>``, ``<float>`` and ``<bool>`` (even for flags)."""
+    from commbench.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["allreduce", "--help"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if "--help" not in line]
+    text = "\n".join(lines)  # typer adds --help itself, after commbench has seen the options
+    assert "SIZES" in text and "TIMEOUT" in text
+    assert not any(tag in text for tag in ("<bool>", "<str>", "<int>", "<float>"))
