@@ -90,6 +90,8 @@ class MeasureSpec:
     per_group: bool = False  # a row per group as well as the combined row
     rounds: int = DEFAULT_ROUNDS  # interleaved passes over an op's sizes (engine.sweep)
     repeat: int = DEFAULT_REPEAT  # independent launches into one folder (commands.measure)
+    # Options one op declares itself (collectives.base.OpOption): ((name, value), ...).
+    op_options: tuple[tuple[str, object], ...] = ()
 
     def device_for(self, backend: str) -> str:
         """Buffers live on the GPU for NCCL and on the CPU for gloo unless --device says so."""
@@ -131,7 +133,7 @@ def parse_list(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...
 
 def parse_ops(text: str) -> tuple[str, ...]:
     """``--ops``: a comma list of command names (``_`` for ``-`` is fine), or ``all``."""
-    names = tuple(collectives.REGISTRY)
+    names = tuple(name for name, op in collectives.REGISTRY.items() if op.in_runs)
     if text.strip().lower() == "all":
         return names
     return parse_list(text.replace("_", "-"), names, "op")
@@ -393,6 +395,7 @@ def validate(config: MeasureSpec, world: int) -> None:
         op = collectives.get(name)
         if world < op.min_world:
             raise UsageError(f"{name} needs at least {op.min_world} ranks, the run has {world}")
+        op.refuse(config, world)
         for backend in config.backends:
             reason = unsupported(backend, config.dtype, config.reduce_op, op.reduces)
             if reason:

@@ -3,11 +3,13 @@ same), which of them each op takes (its descriptor says), and the typed specs th
 
 import inspect
 import sys
+from dataclasses import replace
 from typing import Optional
 
 import typer
 
 from commbench import collectives
+from commbench.cli import op_options
 from commbench.config import (
     BACKENDS,
     DEFAULT_FACTOR,
@@ -187,12 +189,15 @@ def _command_for(op: collectives.Collective | None, description: str):
 
     def command(**options) -> None:
         ops = (op.name,) if op is not None else parse_ops(options.pop("ops"))
+        own = op_options.take(op, options)  # the op's own options (its descriptor's data)
         spec, output = measure_specs(ops, options)
+        spec = replace(spec, op_options=own)
         from commbench.commands.measure import run_measure
 
         raise typer.Exit(run_measure(spec, output))
 
     keep = [p for p in _COMMON.parameters.values() if _takes(op, p.name)]
+    keep = op_options.with_defaults(op, keep) + op_options.parameters(op)
     command.__signature__ = _COMMON.replace(parameters=keep, return_annotation=None)
     command.__doc__ = description + "\n\n" + METRICS_HELP
     return command

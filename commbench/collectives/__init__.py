@@ -21,6 +21,7 @@ _MODULES = (
     "scatter",
     "barrier",
     "p2p",
+    "ps",
 )
 
 REGISTRY: dict[str, Collective] = {}

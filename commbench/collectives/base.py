@@ -56,9 +56,28 @@ class OpContext:
     pairs: tuple[tuple[int, int], ...] = ()  # p2p: chosen (sender, receiver) group ranks
     window: int = 64  # p2p unidir/bidir: messages in flight (p2p.WINDOW, OSU's -W)
     backend: str = ""  # the group's backend (nccl, gloo); '' = ask the group, see backend_of
+    options: tuple[tuple[str, Any], ...] = ()  # the op's own options (Collective.options)
 
     def global_rank(self, rank: int) -> int:
         return self.ranks[rank] if self.ranks else rank
+
+    def option(self, name: str, default: Any = None) -> Any:
+        """The value of one of the op's own options (``OpOption.name``)."""
+        return dict(self.options).get(name, default)
+
+
+@dataclass(frozen=True)
+class OpOption:
+    """An option that one op takes beyond the shared ones, declared as data by its
+    descriptor: the CLI makes a flag of it and hands the value to the ranks in
+    ``OpContext.options``, so neither learns what the option means."""
+
+    name: str  # the value's key in OpContext.options / MeasureSpec.op_options
+    flags: tuple[str, ...]  # "--servers", or "--baseline/--no-baseline" for a switch
+    kind: type  # int, str, float or bool
+    default: Any
+    help: str
+    parse: Callable[[Any], Any] | None = None  # the typed text -> the value the ranks get
 
 
 def backend_of(ctx: OpContext) -> str:
@@ -91,12 +110,38 @@ class Collective:
     graph_capturable: bool = True  # can run inside a CUDA graph capture
     # Command-line options that mean something for this op only (beyond the shared ones).
     extra_options: frozenset[str] = frozenset()
+    # Options only this op has, declared as data (its command offers them; see OpOption).
+    options: tuple[OpOption, ...] = ()
+    # Shared options whose default differs for this op's command: (option name, default).
+    option_defaults: tuple[tuple[str, Any], ...] = ()
+    # False: its options shape the world (ps: workers then servers), so `run --ops all`
+    # leaves it out and only its own command measures it.
+    in_runs: bool = True
     # busbw = algbw x factor(n), nccl-tests doc/PERFORMANCE.md; factor_text as the docs print it.
     factor: Callable[[int], float] = staticmethod(lambda world: 1.0)
     factor_text: str = "1"
 
     def busbw_factor(self, world: int, pattern: str = "") -> float:
         return self.factor(world)
+
+    def busbw_factor_in(self, ctx: OpContext) -> float:
+        """The factor of a row measured in ``ctx``: an op whose factor depends on its own
+        options (ps: max(1, W/S)) overrides this; the others' depends on the group alone."""
+        return self.busbw_factor(ctx.world, ctx.pattern)
+
+    def refuse(self, spec: Any, world: int) -> None:
+        """Raise UsageError for what this op cannot run (``spec``: the MeasureSpec), before
+        any process starts; torch-free. The shared checks are config.validate's."""
+
+    def counters(self, ctx: OpContext) -> list[float]:
+        """Numbers this rank counted while it ran the size (ps: bytes it sent and received),
+        all-gathered after the check; every rank returns the same length ([] = none)."""
+        return []
+
+    def row_fields(self, ctx: OpContext, per_rank: Any) -> dict[str, Any]:
+        """Extra row fields (schema.Row names) from every rank's ``counters`` (ranks x
+        numbers), or fields of the row this variant names differently; {} = none."""
+        return {}
 
     def count_for(self, size_bytes: int, itemsize: int, world: int) -> int:
         """Round a requested size down to whole elements (whole chunks where the op splits)."""
@@ -105,8 +150,10 @@ class Collective:
             return max(world, count - count % world)
         return max(1, count)
 
-    def variants(self, patterns: tuple[str, ...]) -> tuple[str, ...]:
-        """The variants a run measures one after the other (p2p: its patterns); '' = one."""
+    def variants(self, patterns: tuple[str, ...],
+                 options: tuple[tuple[str, Any], ...] = ()) -> tuple[str, ...]:
+        """The variants a run measures one after the other (p2p: its patterns, ps: its mode
+        and the allreduce baseline); '' = one."""
         return ("",)
 
     def bytes_needed(self, ctx: OpContext, count: int, itemsize: int) -> int:

@@ -48,7 +48,7 @@ class PointToPoint(Collective):
     factor_text = "1 (bidir: 2, both directions)"
     extra_options = frozenset({"pattern", "peers", "window"})
 
-    def variants(self, patterns: tuple[str, ...]) -> tuple[str, ...]:
+    def variants(self, patterns: tuple[str, ...], options=()) -> tuple[str, ...]:
         return patterns
 
     def busbw_factor(self, world: int, pattern: str = "") -> float:

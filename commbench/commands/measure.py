@@ -58,7 +58,7 @@ def _dry_run(spec: MeasureSpec, world: int, env) -> int:
         group = dict(spec.mesh)[dim] if dim else world
         for name in spec.ops:
             op = collectives.get(name)
-            for variant in op.variants(spec.patterns):
+            for variant in op.variants(spec.patterns, spec.op_options):
                 sizes = spec.sizes if op.sized else (0,)
                 used = [(size, op.count_for(size, itemsize, group) if op.sized else 0)
                         for size in sizes]

@@ -53,7 +53,7 @@ def plan(spec: MeasureSpec) -> list[tuple[str, str, Collective, str]]:
         for backend in spec.backends
         for dim in (spec.dims or ("",))
         for name in spec.ops
-        for variant in collectives.get(name).variants(spec.patterns)
+        for variant in collectives.get(name).variants(spec.patterns, spec.op_options)
     ]
 
 
@@ -163,6 +163,7 @@ class Sweep:
             pairs=spec.peers,
             window=spec.window,
             backend=self._backend,
+            options=spec.op_options,
         )
 
     def _measure_op(self, backend: str, dim: str, op: Collective, pattern: str) -> None:
@@ -301,6 +302,8 @@ class Sweep:
         with self._diagnosed():
             wrong_per_rank = (self._check(op, ctx, size.bufs, timer, call) if spec.check
                               else np.zeros(session.world))
+            counted = op.counters(ctx)  # what the op counted (ps: bytes), from every rank
+            counted = session.control.gather(counted) if counted else None
         wrong = int(wrong_per_rank.sum())
         size.wall_s += time.perf_counter() - started
         if self.sink is None:
@@ -311,6 +314,8 @@ class Sweep:
         row = build_row(op, ctx, where, count, measurement, messages, wrong,
                         active=active, validation=validation)
         row.wall_s = round(size.wall_s, 4)
+        for name, value in op.row_fields(ctx, counted).items():
+            setattr(row, name, value)
         self.sink.row(row.to_dict())
         if spec.per_group and where.dim:
             self._group_rows(op, ctx, where, count, measurement, messages, active,

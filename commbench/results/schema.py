@@ -65,6 +65,20 @@ class Row:
     timer: str = ""  # host | host-sync | cuda-event | cuda-graph
     rounds: int = 1  # interleaved rounds the size was measured in (--rounds)
     launch: int = 0  # which of the run's --repeat launches measured the row
+    # ps (collectives/ps.py): the roles, and the bytes each role moved in one step, as the
+    # implementation counted them while posting its sends and receives (0 = not counted)
+    workers: int = 0
+    servers: int = 0
+    worker_tx_bytes: int = 0
+    worker_rx_bytes: int = 0
+    server_rx_bytes: int = 0
+    server_tx_bytes: int = 0
+    # ps --mode async: versions a push lagged its shard at most, pushes rejected as too stale,
+    # steps per second of a worker, and the mean time a worker's pull waited per step
+    max_staleness: int = 0
+    rejected_pushes: int = 0
+    steps_per_s: float = 0.0
+    pull_wait_us: float = 0.0
     # Kept in results.jsonl only: the raw samples, for significance tests and re-analysis;
     # with rounds, how many samples each round took (samples_us in order) and its median.
     samples_us: list[float] = field(default_factory=list)

@@ -63,4 +63,5 @@ def test_every_broken_collective_is_caught(tmp_path, world, reduce_op, dtype):
 
 
 def test_every_collective_but_barrier_is_broken_here():
-    assert set(REGISTRY) - {"barrier"} == set(OPS.split(","))
+    # ps lays out its own world (workers then servers): its faults are in test_ps.py
+    assert set(REGISTRY) - {"barrier", "ps"} == set(OPS.split(","))

@@ -21,6 +21,7 @@ FACTORS = {
     "reduce": [1] * 8,
     "p2p": [1] * 8,
     "barrier": [0] * 8,
+    "ps": [1] * 8,  # without its options; max(1, W/S) in a row: tests/unit/test_ps.py
 }
 
 

@@ -1,0 +1,357 @@
+"""ps: a sharded parameter server's gradient exchange, beside allreduce on the same workers.
+
+The world is W workers (ranks 0..W-1) then S servers (ranks W..W+S-1). Server j owns shard j of
+the n-byte gradient (the elements are split as evenly as whole elements allow); every shard is
+cut into partitions of at most ``--partition`` bytes, the unit of one message (BytePS's
+partitions: a large shard is pipelined, not sent as one tensor).
+
+- sync: every worker pushes each partition of shard j to server j (isend); server j receives
+  every worker's partitions (irecv), sums them and sends the sum back; every worker ends with
+  the full sum. The time of a row is one step (push, sum, pull) on the workers.
+- allreduce (the baseline variant): all_reduce over a group of the W workers at the same size,
+  reported as op=allreduce rows, so a launch answers "PS or allreduce?" on one machine.
+
+Validation: worker w's input is row w of the exact sum pattern of data.py over W ranks, so the
+expected full sum is known exactly; a server also checks each worker's slot against that
+worker's own input, so a partition from the wrong sender, at the wrong offset, or not arrived
+(slots start at 0, which no input holds) is counted even where the sum would hide it.
+
+Traffic per step, counted by the implementation as it posts each isend/irecv (the rows'
+``worker_tx_bytes`` ... ``server_tx_bytes``): a worker sends n and receives n; a server
+receives W·n/S and sends W·n/S. ``traffic`` states the same numbers as formulas, for the docs
+and as the tests' independent check; the rows never use it. busbw = algbw · max(1, W/S): the
+busiest link carries the larger of a worker's n and a server's W·n/S.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from commbench.collectives import data
+from commbench.collectives.allreduce import COLLECTIVE as ALLREDUCE
+from commbench.collectives.base import (
+    Buffers,
+    Collective,
+    Layout,
+    OpContext,
+    OpOption,
+    backend_of,
+)
+from commbench.collectives.p2p import _open_communicator
+
+MODES = ("sync", "async")
+BASELINE = "allreduce"  # the variant that measures allreduce over the workers
+DEFAULT_PARTITION = "4M"  # BytePS's default partition bytes (BYTEPS_PARTITION_BYTES)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Bytes per step: what each role sends and receives."""
+
+    worker_tx_bytes: int
+    worker_rx_bytes: int
+    server_tx_bytes: int
+    server_rx_bytes: int
+
+
+def traffic(size_bytes: int, workers: int, servers: int) -> Traffic:
+    """The sync PS's traffic per step as formulas (n bytes, W workers, S servers): a worker
+    pushes its n bytes and pulls n; a server receives each worker's n/S and returns as much.
+    For the docs and the tests' independent check only: rows carry what was counted."""
+    per_server = workers * size_bytes // servers
+    return Traffic(size_bytes, size_bytes, per_server, per_server)
+
+
+def _parse_size(text: str) -> int:
+    from commbench.sizes import parse_size
+
+    return parse_size(text)
+
+
+def roles(world: int, servers: int) -> tuple[int, int]:
+    """(W, S): the first W ranks are workers, the last S servers."""
+    return world - servers, servers
+
+
+def shard_bounds(count: int, servers: int) -> list[tuple[int, int]]:
+    """[start, stop) of each server's shard: as even as whole elements allow."""
+    base, extra = divmod(count, servers)
+    bounds, start = [], 0
+    for shard in range(servers):
+        stop = start + base + (1 if shard < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def partitions(start: int, stop: int, per_partition: int) -> list[tuple[int, int]]:
+    """[start, stop) of each partition of a shard, at most ``per_partition`` elements each."""
+    return [(a, min(a + per_partition, stop)) for a in range(start, stop, per_partition)]
+
+
+def partition_elements(ctx: OpContext) -> int:
+    """Elements of one partition (``--partition`` bytes, parsed by the CLI)."""
+    from commbench.config import ITEMSIZE  # config imports the registry: not at import time
+
+    return max(1, int(ctx.option("partition", 4 << 20)) // ITEMSIZE[ctx.dtype])
+
+
+class Counted:
+    """One step's traffic of this rank, counted from the sends and receives it posts."""
+
+    def __init__(self) -> None:
+        self.tx = 0
+        self.rx = 0
+
+    def reset(self) -> None:
+        self.tx = self.rx = 0
+
+    def post(self, dist, ops: list) -> None:
+        """Post ``ops`` (P2POps) as one batch, count their bytes, wait for all of them. A
+        batch, not loose isend/irecv: NCCL batches them into one group launch, and the fault
+        injection of the tests (engine/faults.py) wraps batch_isend_irecv."""
+        for op in ops:
+            nbytes = op.tensor.numel() * op.tensor.element_size()
+            if op.op is dist.isend:
+                self.tx += nbytes
+            else:
+                self.rx += nbytes
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+
+
+class ParameterServer(Collective):
+    name = "ps"
+    summary = ("Time a sharded parameter server's gradient exchange (W workers, then --servers "
+               "S servers), beside allreduce over the W workers.")
+    min_world = 2
+    factor_text = "max(1, W/S), W workers, S servers"
+    in_runs = False
+    options = (
+        OpOption("servers", ("--servers",), int, 1,
+                 "Server ranks: the last S of the world; the first W are workers."),
+        OpOption("partition", ("--partition",), str, DEFAULT_PARTITION,
+                 "Largest message: every shard is cut into partitions of at most this size.",
+                 parse=_parse_size),
+        OpOption("mode", ("--mode",), str, "sync",
+                 "sync (every worker ends each step with the full sum) or async (versioned "
+                 "pushes, a staleness bound)."),
+        OpOption("staleness", ("--staleness",), int, None,
+                 "async: versions a push may lag its shard, and a worker lead the slowest."),
+        OpOption("baseline", ("--baseline/--no-baseline",), bool, True,
+                 "Also measure allreduce over the W workers at the same sizes."),
+    )
+    # The step ends when the slowest worker has its sum: the max over workers (the servers
+    # are left out: see active).
+    option_defaults = (("rank_time", "max"),)
+
+    def __init__(self) -> None:
+        self._counted = Counted()
+        self._worker_groups: dict[tuple, Any] = {}
+
+    # ---- roles and options ------------------------------------------------------------------
+    def _roles(self, ctx: OpContext) -> tuple[int, int]:
+        return roles(ctx.world, int(ctx.option("servers", 1)))
+
+    def _is_baseline(self, ctx: OpContext) -> bool:
+        return ctx.pattern == BASELINE
+
+    def variants(self, patterns, options=()) -> tuple[str, ...]:
+        chosen = dict(options)
+        mode = (chosen.get("mode") or "sync",)
+        return (*mode, BASELINE) if chosen.get("baseline", True) else mode
+
+    def refuse(self, spec: Any, world: int) -> None:
+        from commbench.config import ITEMSIZE
+        from commbench.errors import UsageError
+
+        chosen = dict(spec.op_options)
+        servers = int(chosen.get("servers", 1))
+        mode = chosen.get("mode", "sync")
+        if mode not in MODES:
+            raise UsageError(f"unknown --mode {mode!r} (choose from {', '.join(MODES)})")
+        if servers < 1:
+            raise UsageError(f"bad --servers {servers}: at least 1 server is needed")
+        if servers >= world:
+            raise UsageError(f"--servers {servers} leaves no worker: the run has {world} ranks "
+                             f"(W workers then S servers); use --nproc {servers + 1} or more")
+        if chosen.get("staleness") is not None and mode != "async":
+            raise UsageError("--staleness bounds asynchronous training: add --mode async")
+        if chosen.get("staleness") is not None and chosen["staleness"] < 0:
+            raise UsageError(f"bad --staleness {chosen['staleness']}: it must not be negative")
+        if spec.mesh or spec.split or spec.dims:
+            raise UsageError("ps lays the ranks out itself (W workers then S servers): drop "
+                             "--mesh, --dim and --split")
+        partition = int(chosen.get("partition", _parse_size(DEFAULT_PARTITION)))
+        itemsize = ITEMSIZE[spec.dtype]
+        if partition < itemsize:
+            raise UsageError(f"bad --partition {partition} B: smaller than one {spec.dtype} "
+                             "element")
+        smallest = min(spec.sizes) if spec.sizes else itemsize
+        elements = max(1, smallest // itemsize)
+        if servers > elements:
+            raise UsageError(f"--servers {servers}: the smallest size ({smallest} B, {elements} "
+                             f"{spec.dtype} element(s)) has fewer partitions than servers; "
+                             f"raise --sizes to at least {servers * itemsize} B or use fewer "
+                             "servers")
+
+    # ---- layout ------------------------------------------------------------------------------
+    def _shard(self, ctx: OpContext, count: int) -> tuple[int, int]:
+        workers, servers = self._roles(ctx)
+        return shard_bounds(count, servers)[ctx.rank - workers]
+
+    def layout(self, ctx: OpContext, count: int) -> Layout:
+        workers, _ = self._roles(ctx)
+        if ctx.rank < workers:
+            return Layout(send=0, recv=count) if self._is_baseline(ctx) else Layout(count, count)
+        if self._is_baseline(ctx):
+            return Layout(send=0, recv=0)
+        start, stop = self._shard(ctx, count)
+        return Layout(send=stop - start, recv=workers * (stop - start))  # sum, W slots
+
+    def views(self, ctx: OpContext, send, recv, count: int) -> Buffers:
+        layout = self.layout(ctx, count)
+        recv_view = recv[: layout.recv]
+        send_view = send[: layout.send] if layout.send else recv_view
+        return Buffers(send=send_view, recv=recv_view, count=count)
+
+    def active(self, ctx: OpContext) -> bool:
+        """Workers only: a server's loop is not a step of training, and idles in the
+        baseline."""
+        return ctx.rank < self._roles(ctx)[0]
+
+    def busbw_factor_in(self, ctx: OpContext) -> float:
+        workers, servers = self._roles(ctx)
+        if self._is_baseline(ctx):
+            return ALLREDUCE.busbw_factor(workers)
+        return max(1.0, workers / servers)
+
+    # ---- exact inputs and results -----------------------------------------------------------
+    def _baseline_ctx(self, ctx: OpContext, group: Any = None) -> OpContext:
+        workers, _ = self._roles(ctx)
+        return OpContext(rank=ctx.rank, world=workers, group=group, dtype=ctx.dtype,
+                         reduce_op="sum", torch_op=ctx.torch_op, backend=backend_of(ctx))
+
+    def _pattern(self, ctx: OpContext, count: int) -> data.ReducePattern:
+        workers, _ = self._roles(ctx)
+        chunk = min(partition_elements(ctx), max(1, count // max(1, workers)))
+        return data.reduce_pattern("sum", ctx.dtype, workers, chunk)
+
+    def prepare(self, ctx: OpContext, bufs: Buffers) -> None:
+        self._counted.reset()
+        workers, _ = self._roles(ctx)
+        if self._is_baseline(ctx):
+            if ctx.rank < workers:
+                ALLREDUCE.prepare(self._baseline_ctx(ctx), bufs)
+            return
+        bufs.recv.zero_()
+        if ctx.rank < workers:
+            data.fill(bufs.send, self._pattern(ctx, bufs.count).values(ctx.rank))
+        else:
+            bufs.send.zero_()
+
+    def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
+        workers, _ = self._roles(ctx)
+        if self._is_baseline(ctx):
+            return ALLREDUCE.wrong(self._baseline_ctx(ctx), bufs) if ctx.rank < workers else 0
+        pattern = self._pattern(ctx, bufs.count)
+        if ctx.rank < workers:
+            return data.count_wrong(bufs.recv, pattern.result())
+        start, stop = self._shard(ctx, bufs.count)
+        width = stop - start
+        wrong = data.count_wrong(bufs.send, pattern.result(), start)  # the sum it sent back
+        for worker in range(workers):  # each worker's slot holds that worker's own input
+            slot = bufs.recv[worker * width:(worker + 1) * width]
+            wrong += data.count_wrong(slot, pattern.values(worker), start)
+        return wrong
+
+    def validation(self, ctx: OpContext, count: int) -> str:
+        if self._is_baseline(ctx):
+            return ALLREDUCE.validation(self._baseline_ctx(ctx), count)
+        return self._pattern(ctx, count).status
+
+    # ---- counters and rows ------------------------------------------------------------------
+    def counters(self, ctx: OpContext) -> list[float]:
+        return [float(self._counted.tx), float(self._counted.rx)]
+
+    def row_fields(self, ctx: OpContext, per_rank: Any) -> dict[str, Any]:
+        workers, servers = self._roles(ctx)
+        fields: dict[str, Any] = {"workers": workers, "servers": servers}
+        if self._is_baseline(ctx):
+            return {**fields, "op": "allreduce", "pattern": "", "reduce_op": "sum",
+                    "inplace": True, "group_size": workers}
+        worker_rows, server_rows = per_rank[:workers], per_rank[workers:]
+        return {**fields,
+                "worker_tx_bytes": int(worker_rows[:, 0].max()),
+                "worker_rx_bytes": int(worker_rows[:, 1].max()),
+                "server_tx_bytes": int(server_rows[:, 0].max()),
+                "server_rx_bytes": int(server_rows[:, 1].max())}
+
+    # ---- the call -----------------------------------------------------------------------------
+    def _worker_group(self, ctx: OpContext):
+        """The W workers' group for the baseline, made once per backend. new_group is
+        collective over the world, and every rank binds the call at the same visit."""
+        import torch.distributed as dist
+
+        workers, _ = self._roles(ctx)
+        key = (backend_of(ctx), workers, ctx.world)
+        if key not in self._worker_groups:
+            self._worker_groups[key] = dist.new_group(list(range(workers)),
+                                                      backend=backend_of(ctx) or None)
+        return self._worker_groups[key]
+
+    def call(self, ctx: OpContext, bufs: Buffers):
+        import torch.distributed as dist
+
+        workers, servers = self._roles(ctx)
+        if self._is_baseline(ctx):
+            group = self._worker_group(ctx)
+            if ctx.rank >= workers:
+                return _idle
+            return ALLREDUCE.call(self._baseline_ctx(ctx, group), bufs)
+        per_partition = partition_elements(ctx)
+        counted, group, P2POp = self._counted, ctx.group, dist.P2POp
+        if backend_of(ctx) == "nccl":
+            _open_communicator(dist, bufs.recv, group)
+        if ctx.rank < workers:
+            pushes, pulls = [], []
+            for shard, (start, stop) in enumerate(shard_bounds(bufs.count, servers)):
+                server = ctx.global_rank(workers + shard)
+                for tag, (a, b) in enumerate(partitions(start, stop, per_partition)):
+                    pushes.append(P2POp(dist.isend, bufs.send[a:b], server, group, tag))
+                    pulls.append(P2POp(dist.irecv, bufs.recv[a:b], server, group, tag))
+            step_ops = pushes + pulls
+
+            def worker_step() -> None:
+                counted.reset()
+                counted.post(dist, step_ops)
+
+            return worker_step
+        start, stop = self._shard(ctx, bufs.count)
+        width = stop - start
+        total = bufs.send
+        slots = [bufs.recv[w * width:(w + 1) * width] for w in range(workers)]
+        parts = list(enumerate(partitions(0, width, per_partition)))
+        peers = [ctx.global_rank(w) for w in range(workers)]
+        receives = [P2POp(dist.irecv, slots[w][a:b], peers[w], group, tag)
+                    for w in range(workers) for tag, (a, b) in parts]
+        replies = [P2POp(dist.isend, total[a:b], peers[w], group, tag)
+                   for w in range(workers) for tag, (a, b) in parts]
+
+        def server_step() -> None:
+            counted.reset()
+            counted.post(dist, receives)
+            total.copy_(slots[0])
+            for slot in slots[1:]:
+                total.add_(slot)  # small integers: exact in any order
+            counted.post(dist, replies)
+
+        return server_step
+
+
+def _idle() -> None:
+    return None
+
+
+COLLECTIVE = ParameterServer()

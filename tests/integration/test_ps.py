@@ -1,0 +1,78 @@
+"""ps on real gloo ranks: exact sums and counted bytes at 2+2, 3+1 and 2+1 ranks, the allreduce
+baseline beside it, a corrupted push caught (#wrong > 0, exit 1), and the async staleness bound
+held under an injected straggler. Four launches in all (make test's budget); timing is never
+asserted."""
+
+import json
+
+import pytest
+
+from commbench.collectives import ps
+from tests.conftest import commbench
+
+pytestmark = pytest.mark.integration
+
+CLEAN, BROKEN = 4096, 16384  # bytes: 1024 and 4096 float32 elements, 4 and 16 partitions
+
+
+def rows_of(done):
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def assert_counted_bytes_follow_the_formulas(row, workers, servers):
+    formula = ps.traffic(row["size_bytes"], workers, servers)
+    assert (row["workers"], row["servers"]) == (workers, servers)
+    assert row["worker_tx_bytes"] == formula.worker_tx_bytes == row["size_bytes"]
+    assert row["worker_rx_bytes"] == formula.worker_rx_bytes
+    assert row["server_rx_bytes"] == formula.server_rx_bytes
+    assert row["server_tx_bytes"] == formula.server_tx_bytes
+
+
+def run_ps(tmp_path, workers, servers, *extra, env=None):
+    return commbench(
+        ["ps", "--servers", str(servers), "--nproc", str(workers + servers), "--sizes",
+         f"{CLEAN},{BROKEN}", "--partition", "1K", "-n", "3", "-w", "0", "--rounds", "1",
+         "--json", "--quiet", *extra],
+        tmp_path, timeout=60, env=env,
+    )
+
+
+def test_two_workers_two_servers_beside_allreduce(tmp_path):
+    done, _ = run_ps(tmp_path, 2, 2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = rows_of(done)
+    assert {(r["op"], r["pattern"]) for r in rows} == {("ps", "sync"), ("allreduce", "")}
+    for row in rows:
+        assert row["wrong"] == 0 and row["validation"] == "full", row
+        assert row["world_size"] == 4 and row["rank_time"] == "max"
+        assert row["slowest_rank"] in (0, 1)  # a worker: servers are not timed
+        if row["op"] == "ps":
+            assert_counted_bytes_follow_the_formulas(row, 2, 2)
+            assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"])  # max(1, 2/2)
+        else:
+            assert row["group_size"] == 2 and row["workers"] == 2
+            assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"])  # 2(2-1)/2
+
+
+def test_three_workers_one_server(tmp_path):
+    done, _ = run_ps(tmp_path, 3, 1, "--no-baseline")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = rows_of(done)
+    assert {r["op"] for r in rows} == {"ps"} and len(rows) == 2
+    for row in rows:
+        assert row["wrong"] == 0, row
+        assert_counted_bytes_follow_the_formulas(row, 3, 1)
+        assert row["busbw_gbps"] == pytest.approx(3 * row["algbw_gbps"])  # max(1, 3/1)
+
+
+def test_a_corrupted_push_is_caught(tmp_path):
+    # The server's receive of the pushes at BROKEN moves the data by one element.
+    done, _ = run_ps(tmp_path, 2, 1, "--no-baseline",
+                     env={"COMMBENCH_FAULT": f"shift:2:ps:{BROKEN}"})
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "wrong element" in done.stderr
+    rows = {r["size_bytes"]: r for r in rows_of(done)}
+    assert rows[CLEAN]["wrong"] == 0
+    assert rows[BROKEN]["wrong"] > 0
+    for row in rows.values():
+        assert_counted_bytes_follow_the_formulas(row, 2, 1)

@@ -1,0 +1,175 @@
+"""ps in one process: every rank's descriptor runs against an in-memory network that stands in
+for torch.distributed's isend/irecv, so the byte counters, the exact sums and the checks that
+catch a dropped partition or a wrong sender are tested without starting ranks (the real runs
+are in tests/integration/test_ps.py)."""
+
+import pytest
+import torch
+
+from commbench.collectives import ps
+from commbench.collectives.base import OpContext
+
+COUNT = 1024  # float32 elements: n = 4096 bytes
+
+
+class Network:
+    """Messages matched by (source, destination, tag), delivered in order; a receive posted
+    before its send is filled when the send arrives. ``rank`` is who is calling now."""
+
+    def __init__(self) -> None:
+        self.rank = 0
+        self.sent: dict[tuple, list] = {}
+        self.waiting: dict[tuple, list] = {}
+        self.drop: set[tuple] = set()  # (src, dst, tag) whose first send is lost
+        self.redirect: dict[int, int] = {}  # a receive from A actually gets B's message
+
+    def isend(self, tensor, dst, group=None, tag=0):
+        key = (self.rank, dst, tag)
+        if key in self.drop:
+            self.drop.discard(key)
+            return None
+        if self.waiting.get(key):
+            self.waiting[key].pop(0).copy_(tensor)
+        else:
+            self.sent.setdefault(key, []).append(tensor.clone())
+        return None
+
+    def batch(self, ops):
+        for op in ops:
+            op.op(op.tensor, op.peer, op.group, op.tag)
+        return [Done()]
+
+    def irecv(self, tensor, src, group=None, tag=0):
+        key = (self.redirect.get(src, src), self.rank, tag)
+        if self.sent.get(key):
+            tensor.copy_(self.sent[key].pop(0))
+        else:
+            self.waiting.setdefault(key, []).append(tensor)
+        return None
+
+
+class P2POp:
+    def __init__(self, op, tensor, peer, group=None, tag=0) -> None:
+        self.op, self.tensor, self.peer, self.group, self.tag = op, tensor, peer, group, tag
+
+
+class Done:
+    def wait(self) -> bool:
+        return True
+
+
+def contexts(workers, servers, partition=256, pattern="sync"):
+    options = (("servers", servers), ("partition", partition), ("mode", "sync"),
+               ("staleness", None), ("baseline", True))
+    world = workers + servers
+    return [OpContext(rank, world, None, "float32", "sum", None, pattern=pattern,
+                      options=options) for rank in range(world)]
+
+
+def buffers(op, ctx, count=COUNT):
+    layout = op.layout(ctx, count)
+    send = torch.empty(max(layout.send, 1), dtype=torch.float32)
+    recv = torch.empty(max(layout.recv, 1), dtype=torch.float32)
+    return op.views(ctx, send, recv, count)
+
+
+def one_step(monkeypatch, workers, servers, net=None, count=COUNT, partition=256):
+    """Every rank's step on the fake network: workers push, servers sum and answer. Returns
+    (network, descriptor per rank, contexts, buffers)."""
+    import torch.distributed as dist
+
+    net = net or Network()
+    monkeypatch.setattr(dist, "isend", net.isend)
+    monkeypatch.setattr(dist, "irecv", net.irecv)
+    monkeypatch.setattr(dist, "P2POp", P2POp)
+    monkeypatch.setattr(dist, "batch_isend_irecv", net.batch)
+    ctxs = contexts(workers, servers, partition)
+    ops = [ps.ParameterServer() for _ in ctxs]  # one descriptor per process, as in real ranks
+    bufs = [buffers(op, ctx, count) for op, ctx in zip(ops, ctxs, strict=True)]
+    steps = []
+    for op, ctx, buf in zip(ops, ctxs, bufs, strict=True):
+        op.prepare(ctx, buf)
+        steps.append(op.call(ctx, buf))
+    for rank, step in enumerate(steps):  # workers first: their pushes wait in the network
+        net.rank = rank
+        step()
+    return net, ops, ctxs, bufs
+
+
+@pytest.mark.parametrize(("workers", "servers", "expected"), [
+    # (worker tx, worker rx, server rx, server tx) for n = 4096 B, worked out by hand:
+    (2, 2, (4096, 4096, 4096, 4096)),  # each server: 2 workers x 2048 B
+    (3, 1, (4096, 4096, 12288, 12288)),  # one server: 3 workers x 4096 B
+    (2, 1, (4096, 4096, 8192, 8192)),
+])
+def test_counted_bytes_are_the_traffic_formulas(monkeypatch, workers, servers, expected):
+    _, ops, ctxs, _ = one_step(monkeypatch, workers, servers)
+    per_rank = torch.tensor([op.counters(ctx) for op, ctx in zip(ops, ctxs, strict=True)])
+    fields = ops[0].row_fields(ctxs[0], per_rank.numpy())
+    counted = (fields["worker_tx_bytes"], fields["worker_rx_bytes"], fields["server_rx_bytes"],
+               fields["server_tx_bytes"])
+    assert counted == expected
+    formula = ps.traffic(COUNT * 4, workers, servers)
+    assert counted == (formula.worker_tx_bytes, formula.worker_rx_bytes,
+                       formula.server_rx_bytes, formula.server_tx_bytes)
+    assert (fields["workers"], fields["servers"]) == (workers, servers)
+
+
+@pytest.mark.parametrize(("workers", "servers"), [(2, 2), (3, 1), (2, 1)])
+def test_every_worker_ends_with_the_exact_sum(monkeypatch, workers, servers):
+    _, ops, ctxs, bufs = one_step(monkeypatch, workers, servers)
+    assert [op.wrong(ctx, buf) for op, ctx, buf in zip(ops, ctxs, bufs, strict=True)] == \
+        [0] * (workers + servers)
+    inputs = sum(bufs[w].send for w in range(workers))
+    assert torch.equal(bufs[0].recv, inputs)
+    assert ops[0].validation(ctxs[0], COUNT) == "full"
+
+
+def test_a_dropped_partition_is_caught(monkeypatch):
+    net = Network()
+    net.drop.add((1, 2, 1))  # worker 1's second partition of shard 0 never reaches server 2
+    net.rank = 0
+    _, ops, ctxs, bufs = one_step(monkeypatch, 2, 2, net)
+    wrong = [op.wrong(ctx, buf) for op, ctx, buf in zip(ops, ctxs, bufs, strict=True)]
+    assert wrong[2] > 0  # the server's slot for worker 1 kept its zeros
+    assert wrong[0] > 0 and wrong[1] > 0  # and the sum both workers got lacks it
+    assert wrong[3] == 0
+
+
+def test_a_wrong_sender_is_caught_even_where_the_sum_would_not_show_it(monkeypatch):
+    net = Network()
+    net.redirect = {}
+    _, ops, ctxs, bufs = one_step(monkeypatch, 2, 1, net)
+    assert ops[2].wrong(ctxs[2], bufs[2]) == 0
+    # The server's two slots swapped (worker 0's data in worker 1's slot): same sum, but each
+    # slot is checked against its own worker's input.
+    width = COUNT
+    slots = bufs[2].recv.view(2, width)
+    slots[[0, 1]] = slots[[1, 0]].clone()
+    assert ops[2].wrong(ctxs[2], bufs[2]) > 0
+
+
+def test_partitions_cover_each_shard_once():
+    bounds = ps.shard_bounds(10, 3)
+    assert bounds == [(0, 4), (4, 7), (7, 10)]
+    assert ps.partitions(4, 7, 2) == [(4, 6), (6, 7)]
+
+
+def test_busbw_factor_is_the_larger_of_a_worker_and_a_server_load():
+    op = ps.COLLECTIVE
+    assert op.busbw_factor_in(contexts(3, 1)[0]) == 3
+    assert op.busbw_factor_in(contexts(2, 2)[0]) == 1
+    assert op.busbw_factor_in(contexts(4, 2)[0]) == 2
+    assert op.busbw_factor_in(contexts(3, 1, pattern=ps.BASELINE)[0]) == pytest.approx(4 / 3)
+
+
+def test_servers_are_left_out_of_the_time():
+    assert [ps.COLLECTIVE.active(ctx) for ctx in contexts(2, 2)] == [True, True, False, False]
+
+
+def test_the_baseline_rows_are_allreduce_over_the_workers():
+    fields = ps.COLLECTIVE.row_fields(contexts(3, 1, pattern=ps.BASELINE)[0], None)
+    assert fields["op"] == "allreduce" and fields["group_size"] == 3
+    assert ps.COLLECTIVE.variants((), (("mode", "sync"), ("baseline", True))) == \
+        ("sync", "allreduce")
+    assert ps.COLLECTIVE.variants((), (("mode", "sync"), ("baseline", False))) == ("sync",)
