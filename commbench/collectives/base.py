@@ -133,6 +133,11 @@ class Collective:
         """Raise UsageError for what this op cannot run (``spec``: the MeasureSpec), before
         any process starts; torch-free. The shared checks are config.validate's."""
 
+    def roles_text(self, spec: Any, world: int) -> str:
+        """What the ranks are, for a message about them ('' = all alike; ps: ', 2 workers
+        then 2 servers, and NCCL needs a GPU for every server too')."""
+        return ""
+
     def counters(self, ctx: OpContext) -> list[float]:
         """Numbers this rank counted while it ran the size (ps: bytes it sent and received),
         all-gathered after the check; every rank returns the same length ([] = none)."""

@@ -196,6 +196,11 @@ class ParameterServer(Collective):
                              f"raise --sizes to at least {servers * itemsize} B or use fewer "
                              "servers")
 
+    def roles_text(self, spec: Any, world: int) -> str:
+        servers = int(dict(spec.op_options).get("servers", 1))
+        return (f" ({world - servers} worker(s) then {servers} server(s): with nccl every "
+                "server rank needs a GPU too)")
+
     # ---- layout ------------------------------------------------------------------------------
     def _shard(self, ctx: OpContext, count: int) -> tuple[int, int]:
         workers, servers = self._roles(ctx)

@@ -173,3 +173,53 @@ def test_the_baseline_rows_are_allreduce_over_the_workers():
     assert ps.COLLECTIVE.variants((), (("mode", "sync"), ("baseline", True))) == \
         ("sync", "allreduce")
     assert ps.COLLECTIVE.variants((), (("mode", "sync"), ("baseline", False))) == ("sync",)
+
+
+# ---- bad input: one line, exit 2, nothing launched (SPEC §7) ----------------------------------
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--servers", "2", "--nproc", "2"], "leaves no worker"),
+    (["--servers", "3", "--nproc", "3"], "leaves no worker"),
+    (["--servers", "0"], "at least 1 server"),
+    (["--servers", "3", "--nproc", "4", "--sizes", "8"], "fewer partitions than servers"),
+    (["--staleness", "2"], "add --mode async"),
+    (["--mode", "sync", "--staleness", "0"], "add --mode async"),
+    (["--mode", "bogus"], "unknown --mode"),
+    (["--partition", "1", "--nproc", "3"], "--partition"),
+    (["--partition", "4Q"], "unknown unit"),
+    (["--mesh", "a=2", "--nproc", "2"], "lays the ranks out itself"),
+    (["--backend", "nccl", "--nproc", "3"], "nccl"),
+])
+def test_bad_ps_input_exits_2_with_one_line(args, message, tmp_path, capsys):
+    from commbench.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ps", *args, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_nccl_names_the_servers_that_have_no_gpu(monkeypatch):
+    import torch.distributed as dist
+
+    from commbench.config import MeasureSpec
+    from commbench.errors import UsageError
+    from commbench.launch.backends import check_backends
+
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    spec = MeasureSpec(ops=("ps",), backends=("nccl",), op_options=(("servers", 2),))
+    with pytest.raises(UsageError, match="2 worker.s. then 2 server.s.: with nccl every server"):
+        check_backends(spec, 4)
+    check_backends(spec, 2)  # one GPU a rank: fine
+
+
+def test_ps_is_left_out_of_run_all_but_has_its_command():
+    from commbench.cli.measuring import OP_COMMANDS
+    from commbench.config import parse_ops
+
+    assert "ps" not in parse_ops("all") and "ps" in OP_COMMANDS
