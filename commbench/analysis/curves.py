@@ -177,8 +177,14 @@ class RunCurves:
                              f"whole world (only {', '.join(dims)}): measure "
                              f"`{_HINTS.get(collective, 'commbench ' + collective)} --mesh ... "
                              f"--dim {parallelism}`")
-        # The rows left share every part of a curve's key: they are one curve.
-        ((sizes, times),) = measured_curves(rows).values()
+        # The rows left share a curve's key but may hold several variants (in-place or not,
+        # reduce ops, roots): the one with the most sizes stands for the op.
+        curves = measured_curves(rows)
+        key = max(curves, key=lambda k: (len(curves[k][0]), not k.variant))
+        if len(curves) > 1:
+            self._note(f"{collective} rows hold {len(curves)} variants "
+                       f"({'; '.join(k.variant for k in curves)}): uses {key.variant}")
+        sizes, times = curves[key]
         measured = int(rows[0]["group_size"] or rows[0]["world_size"])
         return MeasuredCurve(sizes=sizes, times_us=times, label=label, op=collective,
                              ranks=measured, project_to=0 if pairwise else group)

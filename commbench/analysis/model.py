@@ -47,7 +47,7 @@ t_us = α_us + n / (β_gbps · 1e3). Data in, data out: nothing here prints or i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 
 import numpy as np
@@ -84,11 +84,13 @@ class CurveKey:
     dim: str
     group_size: int
     dtype: str
+    variant: str = ""  # in-place / out-of-place, reduce op, root: set where a run has several
 
     def describe(self) -> str:
         name = op_label(self.op, self.pattern)
         where = f"{self.dim}={self.group_size}" if self.dim else f"n={self.group_size}"
-        return f"{name} {self.backend} {where} {self.dtype}"
+        return f"{name} {self.backend} {where} {self.dtype}" + (
+            f" {self.variant}" if self.variant else "")
 
 
 @dataclass(frozen=True)
@@ -175,20 +177,43 @@ def curve_key(row: dict) -> CurveKey:
                     dtype=str(row.get("dtype") or ""))
 
 
+VARIANT_COLUMNS = ("inplace", "reduce_op", "root")  # compare keeps these apart too
+
+
+def _variant(row: dict, varying: set[str]) -> str:
+    """Words for the columns in which a curve's rows differ from its siblings'."""
+    words = []
+    if "inplace" in varying:
+        words.append("in-place" if row.get("inplace") else "out-of-place")
+    if "reduce_op" in varying:
+        words.append(f"op {row.get('reduce_op')}")
+    if "root" in varying:
+        words.append(f"root {row.get('root')}")
+    return ", ".join(words)
+
+
 def measured_curves(rows: list[dict]) -> dict[CurveKey, tuple[np.ndarray, np.ndarray]]:
     """Rows grouped into curves: key -> (sizes, median µs), sorted by size.
 
     Barrier rows (size 0), ``--per-group`` rows (the combined row already stands for all
     groups) and rows without a positive median (nothing a log scale or a relative error can
-    use) are skipped; rows that share a key and a size (other reduce ops, in-place or not,
-    roots) are merged into the median of their medians.
+    use) are skipped. Rows that differ in-place or not, in reduce op or in root are separate
+    curves, as compare keeps them apart (an import of nccl-tests has both column groups);
+    their keys say how they differ. Rows that share a key and a size (repeated launches) are
+    merged into the median of their medians.
     """
+    usable_rows = [row for row in rows if int(row["size_bytes"]) > 0
+                   and float(row["lat_us_p50"]) > 0 and is_combined(row)]
+    seen: dict[CurveKey, set[tuple]] = {}
+    for row in usable_rows:
+        seen.setdefault(curve_key(row), set()).add(tuple(row.get(c) for c in VARIANT_COLUMNS))
     grouped: dict[CurveKey, dict[int, list[float]]] = {}
-    for row in rows:
-        usable = int(row["size_bytes"]) > 0 and float(row["lat_us_p50"]) > 0
-        if not usable or not is_combined(row):
-            continue
-        per_size = grouped.setdefault(curve_key(row), {})
+    for row in usable_rows:
+        base = curve_key(row)
+        varying = {column for index, column in enumerate(VARIANT_COLUMNS)
+                   if len({variant[index] for variant in seen[base]}) > 1}
+        key = replace(base, variant=_variant(row, varying)) if varying else base
+        per_size = grouped.setdefault(key, {})
         per_size.setdefault(int(row["size_bytes"]), []).append(float(row["lat_us_p50"]))
     curves = {}
     for key, per_size in grouped.items():

@@ -541,3 +541,17 @@ def test_importers_do_not_import_torch():
             "assert 'torch' not in sys.modules, 'torch imported'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_model_keeps_in_place_and_out_of_place_apart_as_compare_does():
+    """An nccl-tests import holds both column groups; one fit over both merged two curves
+    (the in-place one here is 2 us faster at 1M) that compare keeps apart."""
+    from commbench.analysis.model import measured_curves
+
+    imported = nccl("v2.13-allreduce.txt", op="allreduce")
+    curves = measured_curves(imported.rows)
+    assert sorted(key.variant for key in curves) == ["in-place", "out-of-place"]
+    by_variant = {key.variant: dict(zip(*curves[key], strict=True)) for key in curves}
+    assert by_variant["out-of-place"][1048576] == 50.0
+    assert by_variant["in-place"][1048576] == 49.0
+    assert all(key.describe().endswith(key.variant) for key in curves)
