@@ -25,12 +25,17 @@ def test_rounds_on_real_ranks_keep_their_rounds_and_the_size_order(run_cli):
 
 
 def test_a_crash_in_rounds_keeps_the_rows_of_finished_ops(run_cli):
+    """Finished ops keep their checked rows; of the op cut in its first round, the size that
+    finished a round is kept too, unchecked and saying so (engine.sweep._emit_unchecked)."""
     done, run_dir = run_cli("run", "--ops", "allreduce,allgather", "--sizes", "8,1K",
                             "--min-time", "0.2", "--rounds", "3", "--nproc", "2", "--quiet",
                             "--name", "crash", env={"COMMBENCH_FAULT": "raise:1:allgather:1024"})
     assert done.returncode == 3, done.stderr[-2000:]
     rows = read_rows(run_dir)
-    assert [(r["op"], r["size_bytes"]) for r in rows] == [("allreduce", 8), ("allreduce", 1024)]
+    assert [(r["op"], r["size_bytes"]) for r in rows] == [
+        ("allreduce", 8), ("allreduce", 1024), ("allgather", 8)]
+    assert [r["validation"] == "full" for r in rows] == [True, True, False]
+    assert rows[-1]["validation"].startswith("off: the run ended") and rows[-1]["rounds"] == 1
     assert read_meta(run_dir)["status"] == "partial"
 
 
