@@ -172,11 +172,16 @@ def verdict(ratio: float, lo: float, hi: float, threshold: float) -> str:
 def rounds_of(row: dict) -> list[np.ndarray]:
     """A row's samples cut into its rounds (``round_samples``: blocks per round), or into
     batches of correlated blocks when it kept one round or none."""
-    samples = np.asarray(row.get("samples_us") or [], dtype=np.float64)
-    counts = row.get("round_samples") or []
+    samples = np.asarray(_listed(row.get("samples_us")), dtype=np.float64)
+    counts = _listed(row.get("round_samples"))
     if len(counts) >= 2 and sum(counts) == samples.size:
         return np.split(samples, np.cumsum(counts)[:-1])
     return pseudo_rounds(samples) if samples.size else []
+
+
+def _listed(value) -> list:
+    """A list field of a row, or [] where it is absent (rows through pandas hold NaN)."""
+    return value if isinstance(value, list) else []
 
 
 def pool_launches(rows: list[dict], keys=KEY_COLUMNS) -> tuple[list[dict], list[Nested]]:
@@ -190,7 +195,7 @@ def pool_launches(rows: list[dict], keys=KEY_COLUMNS) -> tuple[list[dict], list[
     for part in groups.values():
         launches = [rounds_of(row) for row in part]
         nested.append(launches)
-        kept_rounds = all(len(row.get("round_samples") or []) >= 2 for row in part)
+        kept_rounds = all(len(_listed(row.get("round_samples"))) >= 2 for row in part)
         levels = "rounds and blocks" if kept_rounds else "batches of blocks"
         if len(part) > 1:
             levels = f"launches, {levels}"

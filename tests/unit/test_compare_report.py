@@ -473,3 +473,18 @@ def test_a_complete_run_missing_whole_rows_fails_the_gate(tmp_path, capsys):
     code, out, err = run(["compare", fx("base"), str(lost), "--fail-on-regression"], capsys)
     assert code == 1
     assert f"holds {len(lines) - 1} of the {len(lines)} rows it was finished with" in err
+
+
+def test_backends_of_one_run_compare_when_only_some_rows_kept_rounds(tmp_path, capsys):
+    """Rows through pandas: a list column that some rows lack reads NaN in the others."""
+    def change(row):
+        if row["backend"] != "nccl":
+            return {}
+        half = len(row["samples_us"]) // 2
+        return {"round_samples": [half, len(row["samples_us"]) - half]}
+
+    run_dir = derived(tmp_path, "mixed", base="two-backends", change_row=change)
+    code, pairs, _ = compare_json([run_dir], capsys)
+    assert code == 0 and pairs
+    assert {p["test"] for p in pairs} == {
+        "bootstrap ratio of medians over batches of blocks vs rounds and blocks"}
