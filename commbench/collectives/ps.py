@@ -287,6 +287,8 @@ class ParameterServer(Collective):
             return {**fields, "op": "allreduce", "pattern": "", "reduce_op": "sum",
                     "inplace": True, "group_size": workers}
         worker_rows, server_rows = per_rank[:workers], per_rank[workers:]
+        if ctx.option("baseline", True):
+            fields["baseline"] = BASELINE  # shown beside the allreduce rows (output/baselines)
         return {**fields,
                 "worker_tx_bytes": int(worker_rows[:, 0].max()),
                 "worker_rx_bytes": int(worker_rows[:, 1].max()),

@@ -184,7 +184,8 @@ class Live(_Stdout, Notes):
             self._print(line)
         self._footer_rows.append({k: record.get(k) for k in (
             "op", "pattern", "mesh", "dim", "groups", "group_size", "span", "group", "backend",
-            "size_bytes", "busbw_gbps", "wrong", "validation")})
+            "size_bytes", "busbw_gbps", "wrong", "validation", "lat_us_p50", "baseline",
+            "workers", "servers")})
         if self._bar is not None:
             self._bar.advance(self._task)
 
@@ -193,8 +194,11 @@ class Live(_Stdout, Notes):
             self._bar.stop()
             self._bar = None
         if self._footer_rows:
-            from commbench.output.console import footer_lines
+            from commbench.output.baselines import side_by_side_lines
+            from commbench.output.console import footer_lines, terminal_width
 
+            for line in side_by_side_lines(self._footer_rows, terminal_width()):
+                self._print(line)  # e.g. ps beside allreduce, with the ratio
             self._print("")
             for line in footer_lines(self._footer_rows):
                 self._print(line, soft_wrap=False)  # a long table name wraps

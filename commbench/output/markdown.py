@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from commbench.output.baselines import COLUMNS as BASELINE_COLUMNS
+from commbench.output.baselines import side_by_side
 from commbench.output.console import footer_lines, table_groups, unstable_notes
+from commbench.output.tables import headers_of
 from commbench.stats import UNSTABLE_ADVICE
 
 
@@ -27,6 +30,8 @@ def summary_markdown(frame, title: str, meta: dict, slow: list[str] | None = Non
         parts += ["", f"> error: {meta['error']}"]
     for group_title, headers, rows in table_groups(frame):
         parts += ["", f"## {group_title}", "", markdown_table(headers, rows)]
+    for title, rows in side_by_side(frame.to_dict("records")):  # ps beside allreduce ...
+        parts += ["", f"## {title}", "", markdown_table(headers_of(BASELINE_COLUMNS), rows)]
     parts += ["", "```", *footer_lines(frame.to_dict("records")), "```"]
     if slow:
         parts += ["", "**Slow groups**:", ""] + [f"- {line}" for line in slow]

@@ -79,6 +79,7 @@ class Row:
     rejected_pushes: int = 0
     steps_per_s: float = 0.0
     pull_wait_us: float = 0.0
+    baseline: str = ""  # the op label of this launch's rows this row is shown beside (ps)
     # Kept in results.jsonl only: the raw samples, for significance tests and re-analysis;
     # with rounds, how many samples each round took (samples_us in order) and its median.
     samples_us: list[float] = field(default_factory=list)

@@ -38,9 +38,11 @@ def run_ps(tmp_path, workers, servers, *extra, env=None):
 
 
 def test_two_workers_two_servers_beside_allreduce(tmp_path):
-    done, _ = run_ps(tmp_path, 2, 2)
+    done, run_dir = run_ps(tmp_path, 2, 2)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = rows_of(done)
+    summary = (run_dir / "summary.md").read_text()
+    assert "## ps/sync beside allreduce over the same 2 workers" in summary
     assert {(r["op"], r["pattern"]) for r in rows} == {("ps", "sync"), ("allreduce", "")}
     for row in rows:
         assert row["wrong"] == 0 and row["validation"] == "full", row
@@ -48,6 +50,7 @@ def test_two_workers_two_servers_beside_allreduce(tmp_path):
         assert row["slowest_rank"] in (0, 1)  # a worker: servers are not timed
         if row["op"] == "ps":
             assert_counted_bytes_follow_the_formulas(row, 2, 2)
+            assert row["baseline"] == "allreduce"
             assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"])  # max(1, 2/2)
         else:
             assert row["group_size"] == 2 and row["workers"] == 2

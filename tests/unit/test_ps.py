@@ -223,3 +223,19 @@ def test_ps_is_left_out_of_run_all_but_has_its_command():
     from commbench.config import parse_ops
 
     assert "ps" not in parse_ops("all") and "ps" in OP_COMMANDS
+
+
+def test_the_table_puts_ps_beside_allreduce_with_the_ratio():
+    from commbench.output.baselines import side_by_side
+
+    def row(op, pattern, size, time_us, baseline=""):
+        return {"op": op, "pattern": pattern, "backend": "gloo", "size_bytes": size,
+                "workers": 2, "servers": 1, "lat_us_p50": time_us, "busbw_gbps": 1.0,
+                "baseline": baseline}
+
+    records = [row("ps", "sync", 4096, 300.0, "allreduce"), row("ps", "sync", 8192, 50.0,
+               "allreduce"), row("allreduce", "", 4096, 100.0), row("allreduce", "", 8192, 100.0)]
+    [(title, rows)] = side_by_side(records)
+    assert "ps/sync beside allreduce over the same 2 workers" in title
+    assert [cells[4] for cells in rows] == ["3.00x", "0.50x"]
+    assert side_by_side(records[2:]) == []  # no row names a baseline: no table
