@@ -138,14 +138,14 @@ class PairResult:
     a: int
     b: int
     busbw: float
-    lat_p50: float
+    lat: float  # the latency attribution reads (the command passes the pair's fastest call)
     lat_p99: float = float("nan")
     status: str = "ok"
     phase: str = "main"
 
     def speed(self, metric: str) -> float:
         """Log speed, higher = faster: log busbw, or -log latency."""
-        value = self.busbw if metric == "busbw" else self.lat_p50
+        value = self.busbw if metric == "busbw" else self.lat
         if not (value > 0 and math.isfinite(value)):
             return float("nan")
         return math.log(value) if metric == "busbw" else -math.log(value)
@@ -359,28 +359,32 @@ def _ordered(a: int, b: int) -> tuple[int, int]:
 
 def confirm_suspects(attribution: Attribution, pairs: Sequence[PairResult], names: list[str],
                      min_effect: float) -> list[Suspect]:
-    """Verdicts from the confirmation pairs: each retest is compared with the good reference
-    pairs of its own round (else with the main matrix's normal pair), slow when at least
-    --min-effect slower in the metric that flagged the suspect. More than half slow again: bad;
-    none, or fewer than half: transient; exactly half, or nothing to compare with:
-    inconclusive."""
+    """Verdicts from the confirmation pairs. A retest is compared with the good reference
+    pairs measured beside it (their median over the confirmation rounds: one reference pair is
+    as noisy as the retest; else the main matrix's normal pair) and is slow again when it
+    reproduces at least half the effect that made it a suspect, and at least --min-effect, in
+    the metric that flagged it (on a noisy fleet, a pair that was unlucky once is a little slow
+    again half of the time). More than half slow again: bad; fewer than half: transient;
+    exactly half, or nothing to compare with: inconclusive."""
     limit = threshold(min_effect)
     confirm = [p for p in pairs if p.phase == "confirm"]
     tested = set().union(*(s.entities for s in attribution.suspects)) if attribution.suspects \
         else set()
     for suspect in attribution.suspects:
         metric = suspect.metric
-        fallback = attribution.scores[metric].center
+        reference = [r.speed(metric) for r in confirm if r.status == "ok"
+                     and r.a not in tested and r.b not in tested]
+        baseline = (float(np.median(reference)) if reference
+                    else attribution.scores[metric].center)
+        ratio = suspect.busbw_ratio if metric == "busbw" else 1 / suspect.lat_ratio
+        need = min(limit, math.log(ratio) / 2) if ratio > 0 and math.isfinite(ratio) else limit
         slow = total = 0
         for p in confirm:
             if not _is_test_of(suspect, p):
                 continue
-            reference = [r.speed(metric) for r in confirm if r.round == p.round
-                         and r.status == "ok" and r.a not in tested and r.b not in tested]
-            baseline = float(np.median(reference)) if reference else fallback
             total += 1
             value = p.speed(metric)
-            if p.status != "ok" or not math.isfinite(value) or value - baseline <= limit:
+            if p.status != "ok" or not math.isfinite(value) or value - baseline <= need:
                 slow += 1
         suspect.confirmed = (slow, total)
         suspect.verdict = _verdict(suspect.kind, slow, total)
@@ -432,20 +436,22 @@ def hung_suspects(pairs: Sequence[PairResult], names: list[str]) -> list[Suspect
     return found
 
 
-def matrix(n: int, pairs: Sequence[PairResult], metric: str) -> np.ndarray:
+def matrix(n: int, pairs: Sequence[PairResult], metric: str,
+           relative: bool = True) -> np.ndarray:
     """n x n of a metric's value over the fleet median (NaN = untested), from the main pairs
-    that completed; a pair measured in several rounds keeps its median."""
+    that completed; a pair measured in several rounds keeps its median. ``relative=False``:
+    the values themselves."""
     values: dict[tuple[int, int], list[float]] = {}
     for p in pairs:
         if p.phase == "main" and p.status == "ok":
-            value = p.busbw if metric == "busbw" else p.lat_p50
+            value = p.busbw if metric == "busbw" else p.lat
             if value > 0 and math.isfinite(value):
                 values.setdefault((p.a, p.b), []).append(value)
     out = np.full((n, n), np.nan)
     if not values:
         return out
     medians = {k: float(np.median(v)) for k, v in values.items()}
-    fleet = float(np.median(list(medians.values())))
+    fleet = float(np.median(list(medians.values()))) if relative else 1.0
     for (a, b), value in medians.items():
         out[a, b] = out[b, a] = value / fleet
     return out

@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from commbench.cli import measuring, tools
+from commbench.cli import locating, measuring, tools
 from commbench.errors import EXIT_OK, EXIT_USAGE, CommbenchError
 
 app = typer.Typer(
@@ -45,6 +45,7 @@ def _root(
 
 measuring.register(app)
 tools.register(app)
+locating.register(app)
 
 
 def _plain_metavars(command) -> None:

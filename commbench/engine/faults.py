@@ -11,7 +11,10 @@
   next chunk; the other ops' results are rotated by one chunk);
 - ``delay=SECONDS``: the call sleeps first (a slow rank, link or node);
 - ``slow=FACTOR``: FACTOR - 1 more of the same call on average, on scratch copies, so each
-  call costs FACTOR times its own time (a proportional regression, for compare's power).
+  call costs FACTOR times its own time (a proportional regression, for compare's power);
+- ``linkdelay=SECONDS``: a p2p batch sleeps first, only on a rank of RANKS whose peer is in
+  RANKS too (a slow link between two ranks that are fast with everybody else);
+- ``hang=SECONDS``: the same, for a long time (a pair that hangs; default an hour).
 
 The last four wrap the functions of ``torch.distributed`` themselves, inside the ranks, so the
 product's own validation and timing see a broken or slow collective. The control channel binds
@@ -27,6 +30,8 @@ from dataclasses import dataclass
 
 FAULT_ENV = "COMMBENCH_FAULT"
 WRAPPING = ("noop", "shift", "neighbour", "delay", "slow")
+PAIR_ACTIONS = ("linkdelay", "hang")  # p2p batches between two ranks of RANKS
+HANG_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -49,10 +54,11 @@ def parse(text: str) -> list[Fault]:
         ranks, op, size = ([*rest, "", "", ""][:3])
         ranks, op, size = (value if value != "*" else "" for value in (ranks, op, size))
         action, _, seconds = head.partition("=")
-        if action not in ("raise", "corrupt", *WRAPPING):
+        if action not in ("raise", "corrupt", *WRAPPING, *PAIR_ACTIONS):
             raise ValueError(f"{FAULT_ENV}: unknown action {action!r}")
+        default = HANG_S if action == "hang" else 0
         faults.append(Fault(action, frozenset(int(r) for r in ranks.split(",")) if ranks else None,
-                            op, int(size) if size else None, float(seconds or 0)))
+                            op, int(size) if size else None, float(seconds or default)))
     return faults
 
 
@@ -79,9 +85,17 @@ class Injector:
                 return fault
         return None
 
+    def pair_action(self, peers: set[int]) -> Fault | None:
+        """A linkdelay or hang between this rank and one of ``peers`` (global ranks)."""
+        for fault in self.faults:
+            if (fault.action in PAIR_ACTIONS and fault.applies(self.rank, self.op, self.size)
+                    and (fault.ranks is None or peers & fault.ranks)):
+                return fault
+        return None
+
     def install(self) -> None:
         """Wrap torch.distributed's collectives when a wrapping fault is asked for."""
-        if any(f.action in WRAPPING for f in self.faults):
+        if any(f.action in (*WRAPPING, *PAIR_ACTIONS) for f in self.faults):
             _wrap_distributed(self)
 
 
@@ -147,6 +161,9 @@ def _wrap_distributed(injector: Injector) -> None:
 
     @functools.wraps(real_batch)
     def batch(ops):
+        pair = injector.pair_action({op.peer for op in ops})
+        if pair is not None:
+            time.sleep(pair.seconds)
         fault = injector.action(*WRAPPING)
         if fault is None:
             return real_batch(ops)

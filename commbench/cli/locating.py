@@ -1,0 +1,56 @@
+"""The locate command's options: typed into a LocateSpec, then commands.locate runs it."""
+
+import sys
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("locate")
+    def locate(
+        level: Optional[str] = typer.Option(  # noqa: UP045
+            None, "--level", help="gpu (each rank), node (a node's ranks together) or rail "
+            "(local rank r of every node); default gpu on one node, node on several."),
+        rounds: str = typer.Option("full", "--rounds", help="full (every pair: N-1 rounds of "
+                                   "N/2 concurrent pairs), quick (a few seeded rounds) or K."),
+        sizes: str = typer.Option("8,64M", "--sizes", "-s", help="SMALL,LARGE: latency at the "
+                                  "small size, busbw (bidirectional p2p) at the large one."),
+        confirm: int = typer.Option(3, "--confirm", help="Known-good partners each suspect is "
+                                    "retested against (a link: retests of the pair)."),
+        min_effect: str = typer.Option("10%", "--min-effect", help="A suspect is at least this "
+                                       "much slower than the fleet median (and 3.5 robust z)."),
+        nproc: Optional[int] = typer.Option(  # noqa: UP045
+            None, "--nproc", help="Local ranks to start (default: one per GPU, else 4; not "
+            "under a launcher)."),
+        timeout: float = typer.Option(300.0, "--timeout", "-T", help="Seconds a pair (or the "
+                                      "rendezvous) may take before the run fails naming it."),
+        backend: str = typer.Option("auto", "--backend", help="nccl, gloo or auto."),
+        seed: int = typer.Option(0, "--seed", help="Shuffle of --rounds quick."),
+        out: str = typer.Option("results", "--out", help="Results root."),
+        name: Optional[str] = typer.Option(None, "--name", help="Run folder name."),  # noqa: UP045
+        force: bool = typer.Option(False, "--force", help="Replace a folder named --name."),
+        json_out: bool = typer.Option(False, "--json", help="One JSON object on the last line "
+                                      "of stdout (the table goes to stderr)."),
+    ) -> None:
+        """Find the slow GPU, node, rail or link: every pair of entities measured in concurrent
+        rounds (bidirectional p2p), an N x N matrix and heatmap, suspects named with their
+        evidence and retested against known-good partners. Exit 0: no suspect; 1: a confirmed
+        suspect; 3: the run failed (partial matrix kept)."""
+        from commbench.commands.locate import (
+            LocateOutput,
+            LocateSpec,
+            parse_effect,
+            parse_rounds,
+            parse_sizes,
+            run_locate,
+        )
+
+        small, large = parse_sizes(sizes)
+        spec = LocateSpec(level=level.lower() if level else None, rounds=parse_rounds(rounds),
+                          small=small, large=large, confirm=confirm,
+                          min_effect=parse_effect(min_effect), nproc=nproc, timeout=timeout,
+                          backend=backend, seed=seed)
+        output = LocateOutput(out=out, name=name, force=force, json_out=json_out,
+                              command_line=tuple(sys.argv))
+        raise typer.Exit(run_locate(spec, output))

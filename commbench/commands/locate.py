@@ -1,0 +1,433 @@
+"""locate: find the slow GPU, node, rail or link (SPEC §8). Specs in, exit code out.
+
+The flow, as measure's: refuse bad input before anything starts, create the run folder, launch
+(local ranks through the elastic agent, or this process as one rank of an external launcher);
+inside the ranks the engine runs the rounds that ``plan`` (the schedule, analysis.locate) and
+``follow_up`` (the confirmation of what the main rounds point at) hand it, rank 0 writing each
+pair to pairs.jsonl as it is measured. Then the same attribution is read from that file here,
+and the files, the table and the exit code follow; a failed run still writes the partial
+matrix and exits 3.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from commbench.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
+from commbench.sizes import format_size, parse_size
+
+PAIRS_JSONL = "pairs.jsonl"
+LEVELS = ("gpu", "node", "rail")
+
+
+@dataclass(frozen=True)
+class LocateSpec:
+    """locate's options, every default stated once."""
+
+    level: str | None = None  # None: gpu on one node, node on several (SPEC §8)
+    rounds: str = "full"  # full | quick | K
+    small: int = 8  # bytes: latency
+    large: int = 64 << 20  # bytes: bandwidth
+    confirm: int = 3
+    min_effect: float = 0.10
+    nproc: int | None = None
+    timeout: float = 300.0
+    backend: str = "auto"
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class LocateOutput:
+    out: str = "results"
+    name: str | None = None
+    force: bool = False
+    json_out: bool = False
+    command_line: tuple[str, ...] = field(default_factory=tuple)
+
+
+def parse_rounds(text: str) -> str:
+    value = text.strip().lower()
+    if value in ("full", "quick") or (value.isdigit() and int(value) >= 1):
+        return value
+    raise UsageError(f"bad --rounds {text!r}: full, quick or a number of rounds (>= 1)")
+
+
+def parse_sizes(text: str) -> tuple[int, int]:
+    """--sizes SMALL,LARGE: latency at the small one, bandwidth at the large one."""
+    parts = [p for p in text.split(",") if p.strip()]
+    if len(parts) != 2:
+        raise UsageError(f"bad --sizes {text!r}: two sizes, the small (latency) and the large "
+                         "(bandwidth), e.g. 8,64M")
+    small, large = sorted(parse_size(p) for p in parts)
+    if small < 4:
+        raise UsageError(f"bad --sizes {text!r}: at least 4 bytes (one float32)")
+    return small, large
+
+
+def parse_effect(text: str) -> float:
+    """10% or 0.1."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise UsageError(f"bad --min-effect {text!r}: a share such as 10% or 0.1") from None
+    if not 0 <= value < 10:
+        raise UsageError(f"bad --min-effect {text!r}: between 0% and 1000%")
+    return value
+
+
+# ---- what rank 0 calls inside the run (pure, through analysis) --------------------------------
+
+def plan_rounds(spec: LocateSpec, hosts: list[dict]) -> tuple[list[dict], list]:
+    """Entities of the level and the main rounds, as the ranks will run them."""
+    from commbench.analysis import fleet, locate
+
+    level = spec.level or fleet.default_level(hosts)
+    found = fleet.entities(level, hosts)
+    if len(found) < 2:
+        return [asdict(e) for e in found], []
+    rounds = locate.schedule(len(found), spec.rounds, spec.seed)
+    return [asdict(e) for e in found], fleet.rank_rounds(level, found, rounds)
+
+
+def follow_up(spec: LocateSpec, found: list[dict], records: list[dict]) -> list:
+    """The confirmation rounds of what the main rounds point at."""
+    from commbench.analysis import fleet, locate
+
+    entities = [_entity(e) for e in found]
+    if len(entities) < 3 or spec.confirm < 1:
+        return []
+    pairs = [pair_result(r) for r in records]
+    attribution = locate.attribute(len(entities), pairs, entities[0].kind, spec.min_effect)
+    first = max((p.round for p in pairs), default=-1) + 1
+    rounds = locate.confirmation_rounds(len(entities), attribution, spec.confirm, first)
+    return fleet.rank_rounds(entities[0].kind, entities, rounds)
+
+
+def _entity(found: dict):
+    from commbench.analysis.fleet import Entity
+
+    return Entity(found["index"], found["kind"], found["name"], tuple(found["hosts"]),
+                  tuple(found["ranks"]))
+
+
+def pair_result(record: dict):
+    from commbench.analysis.locate import PairResult
+
+    # Latency is judged on a pair's fastest call: waiting for a CPU (ranks sharing cores) or
+    # for a neighbour's traffic only adds, while a slow GPU, NIC or link slows every call. On
+    # the 2-core VM a clean pair's p50 read 90 us or 2-3 ms depending on the scheduler, its
+    # fastest call 58-60 us every time.
+    latency = record.get("lat_us_min", record["lat_us_p50"])
+    return PairResult(record["round"], record["a"], record["b"], record["busbw_gbps"],
+                      latency, record["lat_us_p99"], record["status"], record["phase"])
+
+
+class PairSink:
+    """Rank 0's sink: run.json (through the run writer) and one pairs.jsonl line per pair."""
+
+    def __init__(self, writer) -> None:
+        self.writer = writer
+        self._file = None
+
+    def begin(self, meta: dict) -> None:
+        self.writer.begin(meta, 0)
+
+    def pair(self, record: dict) -> None:
+        if self._file is None:
+            self._file = open(self.writer.path / PAIRS_JSONL, "a", buffering=1)  # noqa: SIM115
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+# ---- the command ------------------------------------------------------------------------------
+
+def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
+    from commbench import collectives, results
+    from commbench.engine.locate import LocateJob
+    from commbench.launch import detect
+    from commbench.launch.backends import resolve_backends
+    from commbench.output.console import say
+
+    env = detect()
+    if env is not None and spec.nproc is not None:
+        raise UsageError(f"--nproc cannot be used under {env.launcher}: it already started "
+                         f"{env.world} ranks")
+    if spec.level is not None and spec.level not in LEVELS:
+        raise UsageError(f"bad --level {spec.level!r}: gpu, node or rail")
+    if spec.confirm < 0:
+        raise UsageError(f"bad --confirm {spec.confirm}: 0 or more partners")
+    backend = resolve_backends((spec.backend,))[0]
+    world = env.world if env else (spec.nproc or _default_nproc(backend))
+    if world < 2:
+        raise UsageError(f"locate needs at least 2 ranks to pair (got {world})")
+    device = "cuda" if backend == "nccl" else "cpu"
+    large_window = 1 if spec.large >= 4 << 20 else 8
+    job = LocateJob(op=collectives.get("p2p"), pattern="bidir", backend=backend, device=device,
+                    small=spec.small, large=spec.large, timeout=spec.timeout,
+                    plan=functools.partial(plan_rounds, spec),
+                    follow_up=functools.partial(follow_up, spec), window=large_window,
+                    config=asdict(spec))
+    if env is not None and env.rank != 0:
+        _run_external(env, job, None)
+        return EXIT_OK
+    run_id = output.name or _run_id(backend, world)
+    path = results.create(output.out, run_id, force=output.force, generated=output.name is None)
+    writer = results.RunWriter(path, {"name": path.name, "command": "locate",
+                                      "command_line": list(output.command_line)})
+    writer.start()
+    sink = PairSink(writer)
+    error = ""
+    try:
+        if env is not None:
+            _run_external(env, job, sink)
+        else:
+            _run_local(job, sink, world)
+    except (RunFailed, Interrupted) as failure:
+        error = str(failure)
+        say(f"error: {failure}")
+        code = failure.exit_code
+    else:
+        code = EXIT_OK
+    found = finish(path, spec, output, error, backend)
+    if error:
+        say(f"kept the {found['pairs']} measured pair(s) in {path}")
+        return code
+    return EXIT_FINDING if found["bad"] else EXIT_OK
+
+
+def _default_nproc(backend: str) -> int:
+    from commbench.launch.backends import default_nproc
+
+    return default_nproc((backend,)) if backend == "nccl" else 4
+
+
+def _run_id(backend: str, world: int) -> str:
+    from datetime import datetime
+
+    return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-locate-{backend}-n{world}"
+
+
+def _run_local(job, sink, world: int) -> None:
+    from commbench.engine.failures import explain
+    from commbench.engine.locate import run_locate_rank
+    from commbench.launch.local import run_local
+    from commbench.output.console import say
+
+    say(f"starting {world} local {job.backend} rank(s) ...")
+    if world > (os.cpu_count() or 1):
+        say(f"warning: {world} ranks on {os.cpu_count()} CPU cores: the pairs of a round "
+            "share the cores, which locate's per-round median absorbs, but noise grows")
+    run_local(run_locate_rank, (job, sink), world, job.timeout, job.device == "cuda", explain)
+
+
+def _run_external(env, job, sink) -> None:
+    import signal
+
+    from commbench.engine.locate import run_locate_rank
+    from commbench.launch import pin_interfaces
+
+    def stopped(signum, frame):
+        raise Interrupted("stopped by SIGTERM", exit_code=128 + signum)
+
+    pin_interfaces(env)
+    previous = signal.signal(signal.SIGTERM, stopped)
+    try:
+        run_locate_rank(env, job, sink)
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted") from None
+    except RunFailed as failure:
+        raise RunFailed(f"rank {env.rank}: {failure}") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def read_pairs(path: Path) -> list[dict]:
+    try:
+        lines = (path / PAIRS_JSONL).read_text().splitlines()
+    except OSError:
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def finish(path: Path, spec: LocateSpec, output: LocateOutput, error: str,
+           backend: str) -> dict:
+    """Attribution from pairs.jsonl, every file of the folder, the console; what was found."""
+    from commbench import results
+    from commbench.output.console import say
+
+    records = read_pairs(path)
+    meta = results.read_meta(path)
+    found = [_entity(e) for e in meta.get("entities", [])]
+    status = "complete" if not error else ("partial" if records else "failed")
+    view = findings(found, records, spec)
+    head = {"entities": len(found), "level": found[0].kind if found else spec.level or "gpu",
+            "pairs": view["main_pairs"], "rounds": view["rounds"],
+            "confirm_rounds": view["confirm_rounds"], "large": format_size(spec.large),
+            "small": format_size(spec.small), "min_effect": spec.min_effect,
+            "backend": backend}
+    meta.update(status=status, error=error or None, end_time=results.now(),
+                suspects=view["suspects"], transient=view["transient"])
+    writer = results.RunWriter(path)
+    writer.update(meta)
+    _write_files(path, found, records, view, head, meta)
+    from commbench.output.locate import console_lines
+
+    lines = console_lines(view["suspects"], view["transient"], head)
+    stream = sys.stderr if output.json_out else sys.stdout
+    for line in lines:
+        print(line, file=stream)
+    print(f"results: {path}", file=stream, flush=True)
+    if len(found) < 2 and not error:
+        say("warning: fewer than 2 entities at this level: nothing to pair")
+    if output.json_out:
+        summary = {"entities": len(found), "pairs": view["main_pairs"],
+                   "rounds": view["rounds"], "level": head["level"], "status": status,
+                   "suspects": [_json_suspect(s) for s in view["suspects"]],
+                   "transient": [_json_suspect(s) for s in view["transient"]],
+                   "results": str(path)}
+        print(json.dumps(summary), flush=True)
+    return {"pairs": len(records), "bad": any(s["verdict"].startswith("bad")
+                                              for s in view["suspects"])}
+
+
+def _json_suspect(s: dict) -> dict:
+    def number(value):
+        return None if value is None or not math.isfinite(value) else round(value, 4)
+
+    return {"kind": s["kind"], "entity": s["entity"], "ranks": s["ranks"], "hosts": s["hosts"],
+            "busbw_ratio": number(s["busbw_ratio"]), "lat_ratio": number(s["lat_ratio"]),
+            "evidence": s["evidence"], "confirmed": s["confirmed"], "verdict": s["verdict"]}
+
+
+def findings(found: list, records: list[dict], spec: LocateSpec) -> dict:
+    """The attribution of the pairs measured, as plain rows for the files and the console."""
+    from commbench.analysis import locate
+
+    n = len(found)
+    pairs = [pair_result(r) for r in records]
+    names = [e.name for e in found]
+    main = [p for p in pairs if p.phase == "main"]
+    empty = {"suspects": [], "transient": [], "entities": [], "attribution": None,
+             "main_pairs": len(main), "rounds": len({p.round for p in main}),
+             "confirm_rounds": len({p.round for p in pairs if p.phase == "confirm"})}
+    if n < 2 or not main:
+        return empty
+    kind = found[0].kind
+    attribution = locate.attribute(n, pairs, kind, spec.min_effect)
+    judged = locate.confirm_suspects(attribution, pairs, names, spec.min_effect)
+    judged += locate.hung_suspects(pairs, names)
+    rows = [_suspect_row(s, found) for s in judged]
+    view = dict(empty, attribution=attribution)
+    view["suspects"] = [r for r in rows if r["verdict"] != "transient"]
+    view["transient"] = [r for r in rows if r["verdict"] == "transient"]
+    view["entities"] = _entity_rows(found, attribution, judged)
+    return view
+
+
+def _suspect_row(s, found: list) -> dict:
+    ends = [found[e] for e in s.entities]
+    return {"kind": s.kind, "entity": " - ".join(e.name for e in ends),
+            "entities": list(s.entities),
+            "ranks": sorted({r for e in ends for r in e.ranks}),
+            "hosts": list(dict.fromkeys(h for e in ends for h in e.hosts)),
+            "busbw_ratio": s.busbw_ratio, "lat_ratio": s.lat_ratio,
+            "evidence": s.evidence, "confirmed": f"{s.confirmed[0]}/{s.confirmed[1]}",
+            "verdict": s.verdict, "z": s.z}
+
+
+def _entity_rows(found: list, attribution, judged) -> list[dict]:
+    busbw, lat = attribution.scores["busbw"], attribution.scores["lat"]
+    verdicts = {s.entities[0]: s for s in judged if s.kind != "link"}
+    rows = []
+    for e in found:
+        s = verdicts.get(e.index)
+        slow, partners = busbw.slow_with.get(e.index, (0, 0))
+        rows.append({
+            "entity": e.name, "kind": e.kind, "host": ",".join(e.hosts),
+            "ranks": ",".join(map(str, e.ranks)), "partners": partners,
+            "busbw_ratio": math.exp(busbw.score.get(e.index, math.nan)),
+            "busbw_z": busbw.z.get(e.index, math.nan),
+            "lat_ratio": math.exp(-lat.score.get(e.index, math.nan)),
+            "lat_z": lat.z.get(e.index, math.nan),
+            "votes": f"{max(slow, lat.slow_with.get(e.index, (0, 0))[0])}/{partners}",
+            "confirmed": f"{s.confirmed[0]}/{s.confirmed[1]}" if s else "",
+            "verdict": s.verdict if s else "ok"})
+    for s in judged:
+        if s.kind == "link":
+            ends = [found[i] for i in s.entities]
+            rows.append({"entity": " - ".join(e.name for e in ends), "kind": "link",
+                         "host": ",".join(dict.fromkeys(h for e in ends for h in e.hosts)),
+                         "ranks": ",".join(str(r) for e in ends for r in e.ranks),
+                         "partners": 1, "busbw_ratio": s.busbw_ratio, "busbw_z": s.z,
+                         "lat_ratio": s.lat_ratio, "lat_z": s.z, "votes": "1/1",
+                         "confirmed": f"{s.confirmed[0]}/{s.confirmed[1]}",
+                         "verdict": s.verdict})
+    return rows
+
+
+ENTITY_COLUMNS = ("entity", "kind", "host", "ranks", "partners", "busbw_ratio", "busbw_z",
+                  "lat_ratio", "lat_z", "votes", "confirmed", "verdict")
+PAIR_COLUMNS = ("round", "phase", "entity_a", "entity_b", "hosts", "ranks", "size_large",
+                "busbw_gbps", "busbw_ci_lo", "busbw_ci_hi", "size_small", "lat_us_min",
+                "lat_us_p50", "lat_us_p99", "wrong", "status")
+
+
+def _write_files(path: Path, found: list, records: list[dict], view: dict, head: dict,
+                 meta: dict) -> None:
+    from commbench.analysis import locate
+    from commbench.output import heatmap
+    from commbench.output.locate import summary_markdown, write_csv, write_matrix
+
+    labels = [_label(e, found) for e in found]
+    rows = []
+    for r in records:
+        a, b = found[r["a"]], found[r["b"]]
+        rows.append({**r, "entity_a": labels[r["a"]], "entity_b": labels[r["b"]],
+                     "hosts": ";".join(dict.fromkeys((*a.hosts, *b.hosts))),
+                     "ranks": ";".join(f"{x}-{y}" for x, y in r["ranks"])})
+    write_csv(path / "pairs.csv", rows, PAIR_COLUMNS)
+    write_csv(path / "entities.csv", view["entities"], ENTITY_COLUMNS)
+    pairs = [pair_result(r) for r in records]
+    n = len(found)
+    for metric in ("busbw", "lat"):
+        write_matrix(path / f"matrix_{metric}.csv", locate.matrix(n, pairs, metric, False),
+                     labels)
+    bad_entities = sorted({i for s in view["suspects"] if s["kind"] != "link"
+                           for i in s["entities"]})
+    links = [tuple(s["entities"]) for s in view["suspects"] if s["kind"] == "link"]
+    for metric, unit, slower_high in (("busbw", "busbw", False), ("lat", "latency", True)):
+        if n >= 2:
+            column = "busbw_ratio" if metric == "busbw" else "lat_ratio"
+            heatmap.heatmap(path / f"heatmap_{metric}.png", locate.matrix(n, pairs, metric),
+                            labels, f"locate: pair {unit} / fleet median "
+                            f"({head['large'] if metric == 'busbw' else head['small']})",
+                            slower_high, bad_entities, links,
+                            [r[column] for r in view["entities"] if r["kind"] != "link"])
+    bad_hosts = list(dict.fromkeys(h for s in view["suspects"] if s["verdict"].startswith("bad")
+                                   or s["verdict"] == "hung" for h in s["hosts"]))
+    all_hosts = list(dict.fromkeys(h for e in found for h in e.hosts))
+    (path / "bad-hosts.txt").write_text("".join(f"{h}\n" for h in bad_hosts))
+    (path / "good-hosts.txt").write_text("".join(f"{h}\n" for h in all_hosts
+                                                 if h not in bad_hosts))
+    (path / "summary.md").write_text(summary_markdown(view["suspects"], view["transient"],
+                                                      head, view["entities"], meta))
+
+
+def _label(entity, found: list) -> str:
+    """An entity's axis label: with its host where the fleet spans several."""
+    hosts = {h for e in found for h in e.hosts}
+    if entity.kind == "gpu" and len(hosts) > 1:
+        return f"{entity.hosts[0]}:{entity.ranks[0]}"
+    return entity.name

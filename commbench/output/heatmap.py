@@ -1,0 +1,112 @@
+"""locate's pictures: the N x N pair matrix as a ratio to the fleet median.
+
+Read at a glance: a diverging colour map centred at 1 on a log scale (0.5x and 2x are equally
+far from white), red = slower whatever the metric (low bandwidth, high latency); untested
+cells hatched, the diagonal grey; suspects named in red on both axes, a bad link boxed. Beyond
+``MAX_MATRIX`` entities a cell is too small to read, and a sorted strip of every entity's
+ratio is drawn instead, suspects marked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+MAX_MATRIX = 64  # entities a matrix stays readable at
+SUSPECT_COLOUR = "tab:red"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def heatmap(path: Path, ratios: np.ndarray, labels: Sequence[str], title: str,
+            higher_is_slower: bool, suspects: Sequence[int] = (),
+            links: Sequence[tuple[int, int]] = (), entity_ratios: Sequence[float] = ()):
+    """Draw ``ratios`` (n x n, NaN = untested) to ``path``; returns the closed figure."""
+    n = len(labels)
+    if n > MAX_MATRIX:
+        return _strip(path, entity_ratios, labels, title, higher_is_slower, suspects)
+    plt = _pyplot()
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.patches import Rectangle
+
+    logs = np.log2(ratios)
+    finite = logs[np.isfinite(logs)]
+    limit = max(0.25, float(np.abs(finite).max()) if finite.size else 0.25)
+    side = min(14.0, max(5.5, 0.28 * n + 3))
+    fig, ax = plt.subplots(figsize=(side + 1.5, side))
+    ax.set_facecolor("white")
+    ax.add_patch(Rectangle((-0.5, -0.5), n, n, facecolor="white", edgecolor="0.6",
+                           hatch="//", linewidth=0, zorder=0))  # shows through untested cells
+    cmap = plt.get_cmap("RdBu_r" if higher_is_slower else "RdBu")
+    shown = np.ma.masked_invalid(logs)
+    image = ax.imshow(shown, cmap=cmap, norm=TwoSlopeNorm(0.0, -limit, limit), zorder=1,
+                      interpolation="nearest")
+    for i in range(n):
+        ax.add_patch(Rectangle((i - 0.5, i - 0.5), 1, 1, facecolor="0.85", zorder=2))
+    for a, b in links:
+        for x, y in ((a, b), (b, a)):
+            ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="black",
+                                   linewidth=2.0, zorder=3))
+    if n <= 16:
+        for i in range(n):
+            for j in range(n):
+                if i != j and math.isfinite(ratios[i, j]):
+                    dark = abs(logs[i, j]) > 0.6 * limit
+                    ax.text(j, i, f"{ratios[i, j]:.2f}", ha="center", va="center",
+                            fontsize=8, zorder=4, color="white" if dark else "black")
+    fontsize = 9 if n <= 24 else max(4, int(9 - (n - 24) / 8))
+    marked = [f"{label} ◀" if i in suspects else label for i, label in enumerate(labels)]
+    ax.set_xticks(range(n))
+    ax.set_yticks(range(n))
+    ax.set_xticklabels(marked, rotation=90, fontsize=fontsize)
+    ax.set_yticklabels(marked, fontsize=fontsize)
+    for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
+        for i, tick in enumerate(ticks):
+            if i in suspects:
+                tick.set_color(SUSPECT_COLOUR)
+                tick.set_fontweight("bold")
+    bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    ticks = [t for t in (-3, -2, -1, -0.5, 0, 0.5, 1, 2, 3) if -limit <= t <= limit]
+    bar.set_ticks(ticks)
+    bar.set_ticklabels([f"{2 ** t:.2g}x" for t in ticks])
+    bar.set_label("ratio to the fleet median pair (red: slower)")
+    note = "hatched: not measured; boxed: a suspect link; red labels: suspects"
+    ax.set_title(f"{title}\n{note}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return fig
+
+
+def _strip(path: Path, ratios: Sequence[float], labels: Sequence[str], title: str,
+           higher_is_slower: bool, suspects: Sequence[int]):
+    """Every entity's ratio, slowest first: readable at any fleet size."""
+    plt = _pyplot()
+    values = np.asarray(ratios, dtype=float)
+    order = np.argsort(-values if higher_is_slower else values)
+    fig, ax = plt.subplots(figsize=(12, 5))
+    colours = [SUSPECT_COLOUR if i in suspects else "tab:blue" for i in order]
+    ax.bar(range(len(order)), values[order], color=colours, width=1.0)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("entities, slowest first (red: suspects)")
+    ax.set_ylabel("ratio to the fleet median")
+    for rank, i in enumerate(order[: min(10, len(order))]):
+        if i in suspects:
+            ax.annotate(labels[i], (rank, values[i]), rotation=90, fontsize=7,
+                        color=SUSPECT_COLOUR)
+    ax.set_title(f"{title} ({len(values)} entities: too many for a matrix)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return fig
