@@ -25,10 +25,11 @@ busiest link carries the larger of a worker's n and a server's W·n/S.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
-from commbench.collectives import data
+from commbench.collectives import data, ps_async
 from commbench.collectives.allreduce import COLLECTIVE as ALLREDUCE
 from commbench.collectives.base import (
     Buffers,
@@ -107,17 +108,18 @@ class Counted:
     def reset(self) -> None:
         self.tx = self.rx = 0
 
-    def post(self, dist, ops: list) -> None:
-        """Post ``ops`` (P2POps) as one batch, count their bytes, wait for all of them. A
-        batch, not loose isend/irecv: NCCL batches them into one group launch, and the fault
-        injection of the tests (engine/faults.py) wraps batch_isend_irecv."""
+    def post(self, dist, ops: list, control: list = ()) -> None:
+        """Post ``control`` (small headers, not counted) and ``ops`` (P2POps) as one batch,
+        count the bytes of ``ops``, wait for all of them. A batch, not loose isend/irecv:
+        NCCL batches them into one group launch, and the fault injection of the tests
+        (engine/faults.py) wraps batch_isend_irecv."""
         for op in ops:
             nbytes = op.tensor.numel() * op.tensor.element_size()
             if op.op is dist.isend:
                 self.tx += nbytes
             else:
                 self.rx += nbytes
-        for work in dist.batch_isend_irecv(ops):
+        for work in dist.batch_isend_irecv([*control, *ops]):
             work.wait()
 
 
@@ -149,6 +151,10 @@ class ParameterServer(Collective):
     def __init__(self) -> None:
         self._counted = Counted()
         self._worker_groups: dict[tuple, Any] = {}
+        self._count = 0  # the size the last bound call runs at
+        # async, per size: a server's versions, a worker's clock and stats (ps_async)
+        self._books: dict[int, ps_async.VersionBook] = {}
+        self._stats: dict[int, ps_async.WorkerStats] = {}
 
     # ---- roles and options ------------------------------------------------------------------
     def _roles(self, ctx: OpContext) -> tuple[int, int]:
@@ -156,6 +162,16 @@ class ParameterServer(Collective):
 
     def _is_baseline(self, ctx: OpContext) -> bool:
         return ctx.pattern == BASELINE
+
+    def _book(self, ctx: OpContext, count: int) -> ps_async.VersionBook:
+        if count not in self._books:
+            staleness = ctx.option("staleness")
+            self._books[count] = ps_async.VersionBook(
+                self._roles(ctx)[0], float("inf") if staleness is None else staleness)
+        return self._books[count]
+
+    def _worker_stats(self, count: int) -> ps_async.WorkerStats:
+        return self._stats.setdefault(count, ps_async.WorkerStats())
 
     def variants(self, patterns, options=()) -> tuple[str, ...]:
         chosen = dict(options)
@@ -178,6 +194,9 @@ class ParameterServer(Collective):
                              f"(W workers then S servers); use --nproc {servers + 1} or more")
         if chosen.get("staleness") is not None and mode != "async":
             raise UsageError("--staleness bounds asynchronous training: add --mode async")
+        if mode == "async" and "nccl" in spec.backends:
+            raise UsageError("--mode async needs gloo: a server takes pushes in the order they "
+                             "arrive, and NCCL has no receive from any source")
         if chosen.get("staleness") is not None and chosen["staleness"] < 0:
             raise UsageError(f"bad --staleness {chosen['staleness']}: it must not be negative")
         if spec.mesh or spec.split or spec.dims:
@@ -213,6 +232,8 @@ class ParameterServer(Collective):
         if self._is_baseline(ctx):
             return Layout(send=0, recv=0)
         start, stop = self._shard(ctx, count)
+        if ctx.pattern == "async":  # the shard's parameters, one push arriving
+            return Layout(send=stop - start, recv=stop - start)
         return Layout(send=stop - start, recv=workers * (stop - start))  # sum, W slots
 
     def views(self, ctx: OpContext, send, recv, count: int) -> Buffers:
@@ -253,14 +274,18 @@ class ParameterServer(Collective):
         bufs.recv.zero_()
         if ctx.rank < workers:
             data.fill(bufs.send, self._pattern(ctx, bufs.count).values(ctx.rank))
+            self._worker_stats(bufs.count).clock = 0
         else:
             bufs.send.zero_()
+            self._book(ctx, bufs.count).reset()
 
     def wrong(self, ctx: OpContext, bufs: Buffers) -> int:
         workers, _ = self._roles(ctx)
         if self._is_baseline(ctx):
             return ALLREDUCE.wrong(self._baseline_ctx(ctx), bufs) if ctx.rank < workers else 0
         pattern = self._pattern(ctx, bufs.count)
+        if ctx.pattern == "async":
+            return self._async_wrong(ctx, bufs, pattern)
         if ctx.rank < workers:
             return data.count_wrong(bufs.recv, pattern.result())
         start, stop = self._shard(ctx, bufs.count)
@@ -271,6 +296,23 @@ class ParameterServer(Collective):
             wrong += data.count_wrong(slot, pattern.values(worker), start)
         return wrong
 
+    def _async_wrong(self, ctx: OpContext, bufs: Buffers, pattern: data.ReducePattern) -> int:
+        """A server's shard is the sum of every push of the check's step (all version 0,
+        all applied); a worker's pull from server j, the sum of the pushes j had applied."""
+        workers, servers = self._roles(ctx)
+        if ctx.rank >= workers:
+            start, _ = self._shard(ctx, bufs.count)
+            return data.count_wrong(bufs.send, pattern.result(), start)
+        masks = self._worker_stats(bufs.count).masks
+        wrong = 0
+        for shard, (start, stop) in enumerate(shard_bounds(bufs.count, servers)):
+            mask = masks[shard] if shard < len(masks) else 0
+            rows = [w for w in range(workers) if mask >> w & 1]
+            expected = pattern.table[rows].sum(axis=0) if rows else 0 * pattern.expected
+            subset = data.ReducePattern(pattern.table, expected, pattern.holders, pattern.status)
+            wrong += data.count_wrong(bufs.recv[start:stop], subset.result(), start)
+        return wrong
+
     def validation(self, ctx: OpContext, count: int) -> str:
         if self._is_baseline(ctx):
             return ALLREDUCE.validation(self._baseline_ctx(ctx), count)
@@ -278,7 +320,15 @@ class ParameterServer(Collective):
 
     # ---- counters and rows ------------------------------------------------------------------
     def counters(self, ctx: OpContext) -> list[float]:
-        return [float(self._counted.tx), float(self._counted.rx)]
+        """Bytes of the last step; async also this size's steps, step and pull-wait seconds
+        (workers), the largest lag and the rejected pushes (servers)."""
+        counted = [float(self._counted.tx), float(self._counted.rx)]
+        if ctx.pattern != "async":
+            return counted
+        stats = self._stats.get(self._count, ps_async.WorkerStats())
+        book = self._books.get(self._count)
+        return [*counted, stats.steps, stats.step_s, stats.wait_s,
+                book.max_lag if book else 0, book.rejected if book else 0]
 
     def row_fields(self, ctx: OpContext, per_rank: Any) -> dict[str, Any]:
         workers, servers = self._roles(ctx)
@@ -289,6 +339,13 @@ class ParameterServer(Collective):
         worker_rows, server_rows = per_rank[:workers], per_rank[workers:]
         if ctx.option("baseline", True):
             fields["baseline"] = BASELINE  # shown beside the allreduce rows (output/baselines)
+        if ctx.pattern == "async":
+            steps, step_s, wait_s = (worker_rows[:, i] for i in (2, 3, 4))
+            fields.update(
+                steps_per_s=float((steps / step_s.clip(min=1e-12)).mean()),
+                pull_wait_us=float((wait_s / steps.clip(min=1)).mean() * 1e6),
+                max_staleness=int(server_rows[:, 5].max()),
+                rejected_pushes=int(server_rows[:, 6].sum()))
         return {**fields,
                 "worker_tx_bytes": int(worker_rows[:, 0].max()),
                 "worker_rx_bytes": int(worker_rows[:, 1].max()),
@@ -319,8 +376,11 @@ class ParameterServer(Collective):
             return ALLREDUCE.call(self._baseline_ctx(ctx, group), bufs)
         per_partition = partition_elements(ctx)
         counted, group, P2POp = self._counted, ctx.group, dist.P2POp
+        self._count = bufs.count  # whose stats counters() reports
         if backend_of(ctx) == "nccl":
             _open_communicator(dist, bufs.recv, group)
+        if ctx.pattern == "async":
+            return self._async_call(ctx, bufs, dist, per_partition)
         if ctx.rank < workers:
             pushes, pulls = [], []
             for shard, (start, stop) in enumerate(shard_bounds(bufs.count, servers)):
@@ -355,6 +415,46 @@ class ParameterServer(Collective):
             counted.post(dist, replies)
 
         return server_step
+
+    def _async_call(self, ctx: OpContext, bufs: Buffers, dist, per_partition: int):
+        import torch
+
+        workers, servers = self._roles(ctx)
+        counted, group, P2POp = self._counted, ctx.group, dist.P2POp
+        header = functools.partial(torch.zeros, 2, dtype=torch.float64)
+        tag = ps_async.HEADER_TAG + 1  # partitions' tags start after the header's
+        if ctx.rank < workers:
+            headers_out = [header() for _ in range(servers)]
+            headers_in = [header() for _ in range(servers)]
+            push_ops, pull_ops, push_heads, pull_heads = [], [], [], []
+            for shard, (start, stop) in enumerate(shard_bounds(bufs.count, servers)):
+                server = ctx.global_rank(workers + shard)
+                push_heads.append(P2POp(dist.isend, headers_out[shard], server, group,
+                                        ps_async.HEADER_TAG))
+                pull_heads.append(P2POp(dist.irecv, headers_in[shard], server, group,
+                                        ps_async.HEADER_TAG))
+                for k, (a, b) in enumerate(partitions(start, stop, per_partition)):
+                    push_ops.append(P2POp(dist.isend, bufs.send[a:b], server, group, tag + k))
+                    pull_ops.append(P2POp(dist.irecv, bufs.recv[a:b], server, group, tag + k))
+            return ps_async.worker_step(dist, counted, self._worker_stats(bufs.count),
+                                        headers_out, headers_in, (push_heads, push_ops),
+                                        (pull_heads, pull_ops))
+        params, incoming = bufs.send, bufs.recv
+        parts = list(enumerate(partitions(0, params.numel(), per_partition)))
+        peers = [ctx.global_rank(w) for w in range(workers)]
+        receives = [[P2POp(dist.irecv, incoming[a:b], peers[w], group, tag + k)
+                     for k, (a, b) in parts] for w in range(workers)]
+        replies = []
+        for w in range(workers):
+            reply_header = header()
+            replies.append((reply_header,
+                            P2POp(dist.isend, reply_header, peers[w], group,
+                                  ps_async.HEADER_TAG),
+                            [P2POp(dist.isend, params[a:b], peers[w], group, tag + k)
+                             for k, (a, b) in parts]))
+        return ps_async.server_step(dist, counted, self._book(ctx, bufs.count), workers,
+                                    group, peers, torch.zeros(2, dtype=torch.float64),
+                                    incoming, params, receives, replies)
 
 
 def _idle() -> None:

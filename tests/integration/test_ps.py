@@ -79,3 +79,18 @@ def test_a_corrupted_push_is_caught(tmp_path):
     assert rows[BROKEN]["wrong"] > 0
     for row in rows.values():
         assert_counted_bytes_follow_the_formulas(row, 2, 1)
+
+
+def test_async_never_exceeds_its_staleness_bound_under_a_straggler(tmp_path):
+    # Worker 1 sleeps before each of its batches: worker 0 runs ahead until the bound holds it.
+    done, _ = run_ps(tmp_path, 2, 1, "--mode", "async", "--staleness", "1", "--no-baseline",
+                     env={"COMMBENCH_FAULT": "delay=0.003:1:ps"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = rows_of(done)
+    assert {r["pattern"] for r in rows} == {"async"} and len(rows) == 2
+    for row in rows:
+        assert row["wrong"] == 0 and row["validation"] == "full", row
+        assert row["max_staleness"] <= 1, row
+        assert row["rejected_pushes"] == 0, row
+        assert row["steps_per_s"] > 0 and row["pull_wait_us"] > 0
+        assert_counted_bytes_follow_the_formulas(row, 2, 1)

@@ -6,7 +6,7 @@ are in tests/integration/test_ps.py)."""
 import pytest
 import torch
 
-from commbench.collectives import ps
+from commbench.collectives import ps, ps_async
 from commbench.collectives.base import OpContext
 
 COUNT = 1024  # float32 elements: n = 4096 bytes
@@ -239,3 +239,52 @@ def test_the_table_puts_ps_beside_allreduce_with_the_ratio():
     assert "ps/sync beside allreduce over the same 2 workers" in title
     assert [cells[4] for cells in rows] == ["3.00x", "0.50x"]
     assert side_by_side(records[2:]) == []  # no row names a baseline: no table
+
+
+# ---- async: the version book alone ----------------------------------------------------------
+
+def test_a_push_beyond_the_bound_is_rejected_and_counted():
+    book = ps_async.VersionBook(workers=2, staleness=1)
+    for version in range(3):
+        assert book.push(0, version)  # worker 0 alone moves the shard to version 2
+    assert book.push(1, 1)  # one version behind: applied
+    assert not book.push(1, 0)  # two behind: rejected, and counted
+    assert (book.rejected, book.max_lag) == (1, 2)
+
+
+def straggle(book, workers, rounds, respect_holds):
+    """Worker 0 takes 3 steps for each of the others' one; a worker pushes only once its
+    last reply came (unless ``respect_holds`` is False: a pull that does not wait)."""
+    waiting = set()
+    for _ in range(rounds):
+        for worker in [0, 0, 0, *range(1, workers)]:
+            if worker in waiting and respect_holds:
+                continue
+            waiting.add(worker)
+            book.push(worker, book.clocks[worker])
+            waiting -= set(book.releasable())
+            if not respect_holds:
+                book.held.clear()
+
+
+@pytest.mark.parametrize("staleness", [0, 1, 2])
+def test_held_pulls_keep_every_push_within_the_bound(staleness):
+    book = ps_async.VersionBook(workers=3, staleness=staleness)
+    straggle(book, 3, 20, respect_holds=True)
+    assert book.max_lag <= staleness and book.rejected == 0
+    assert max(book.clocks) - min(book.clocks) <= staleness + 1
+
+
+def test_without_the_held_pulls_the_bound_breaks():
+    book = ps_async.VersionBook(workers=3, staleness=1)
+    straggle(book, 3, 20, respect_holds=False)
+    assert book.max_lag > 1 and book.rejected > 0  # what the test above rules out
+
+
+def test_reset_keeps_the_stats_of_the_size():
+    book = ps_async.VersionBook(workers=2, staleness=0)
+    book.push(0, 3)
+    book.push(1, 0)
+    book.reset()
+    assert (book.clocks, book.newest, book.applied) == ([0, 0], -1, 0)
+    assert (book.max_lag, book.rejected) == (3, 1)
