@@ -70,6 +70,11 @@ def _parse_size(text: str) -> int:
     return parse_size(text)
 
 
+def modes_of(text: str | None) -> tuple[str, ...]:
+    """--mode: sync, async, or both (sync,async), measured in that order."""
+    return tuple(dict.fromkeys(m.strip() for m in (text or "sync").split(",") if m.strip()))
+
+
 def roles(world: int, servers: int) -> tuple[int, int]:
     """(W, S): the first W ranks are workers, the last S servers."""
     return world - servers, servers
@@ -137,8 +142,8 @@ class ParameterServer(Collective):
                  "Largest message: every shard is cut into partitions of at most this size.",
                  parse=_parse_size),
         OpOption("mode", ("--mode",), str, "sync",
-                 "sync (every worker ends each step with the full sum) or async (versioned "
-                 "pushes, a staleness bound)."),
+                 "sync (every worker ends each step with the full sum), async (versioned "
+                 "pushes, a staleness bound), or both: sync,async."),
         OpOption("staleness", ("--staleness",), int, None,
                  "async: versions a push may lag its shard, and a worker lead the slowest."),
         OpOption("baseline", ("--baseline/--no-baseline",), bool, True,
@@ -175,8 +180,8 @@ class ParameterServer(Collective):
 
     def variants(self, patterns, options=()) -> tuple[str, ...]:
         chosen = dict(options)
-        mode = (chosen.get("mode") or "sync",)
-        return (*mode, BASELINE) if chosen.get("baseline", True) else mode
+        modes = modes_of(chosen.get("mode"))
+        return (*modes, BASELINE) if chosen.get("baseline", True) else modes
 
     def refuse(self, spec: Any, world: int) -> None:
         from commbench.config import ITEMSIZE
@@ -184,17 +189,19 @@ class ParameterServer(Collective):
 
         chosen = dict(spec.op_options)
         servers = int(chosen.get("servers", 1))
-        mode = chosen.get("mode", "sync")
-        if mode not in MODES:
-            raise UsageError(f"unknown --mode {mode!r} (choose from {', '.join(MODES)})")
+        modes = modes_of(chosen.get("mode"))
+        for mode in modes:
+            if mode not in MODES:
+                raise UsageError(f"unknown --mode {mode!r} (choose from {', '.join(MODES)}, "
+                                 "or both: sync,async)")
         if servers < 1:
             raise UsageError(f"bad --servers {servers}: at least 1 server is needed")
         if servers >= world:
             raise UsageError(f"--servers {servers} leaves no worker: the run has {world} ranks "
                              f"(W workers then S servers); use --nproc {servers + 1} or more")
-        if chosen.get("staleness") is not None and mode != "async":
+        if chosen.get("staleness") is not None and "async" not in modes:
             raise UsageError("--staleness bounds asynchronous training: add --mode async")
-        if mode == "async" and "nccl" in spec.backends:
+        if "async" in modes and "nccl" in spec.backends:
             raise UsageError("--mode async needs gloo: a server takes pushes in the order they "
                              "arrive, and NCCL has no receive from any source")
         if chosen.get("staleness") is not None and chosen["staleness"] < 0:

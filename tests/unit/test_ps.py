@@ -288,3 +288,8 @@ def test_reset_keeps_the_stats_of_the_size():
     book.reset()
     assert (book.clocks, book.newest, book.applied) == ([0, 0], -1, 0)
     assert (book.max_lag, book.rejected) == (3, 1)
+
+
+def test_both_modes_run_in_one_launch_beside_the_baseline():
+    assert ps.COLLECTIVE.variants((), (("mode", "sync,async"), ("baseline", True))) == \
+        ("sync", "async", "allreduce")
