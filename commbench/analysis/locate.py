@@ -230,7 +230,7 @@ def score_metric(n: int, pairs: Sequence[PairResult], metric: str, min_effect: f
     center, scale = _robust(list(raw.values()))
     # A few entities' MAD can be small by chance; a median over k partners varies by about
     # 1.25 sigma / sqrt(k) (the median's standard error), sigma being one pair's noise.
-    noise = pair_noise(usable, metric, exclude)
+    noise = pair_noise(usable, metric, offsets)
     partners = max(1, int(np.median([len(v) for v in per_entity.values() if v] or [1])))
     scale = max(scale, 1.2533 * noise / math.sqrt(partners))
     # The pair level a normal pair has: the median over pairs between non-outliers.
@@ -243,15 +243,44 @@ def score_metric(n: int, pairs: Sequence[PairResult], metric: str, min_effect: f
     return MetricScores(metric, score, z, slow_with, offsets, center, scale, noise)
 
 
-def pair_noise(pairs: Sequence[PairResult], metric: str, exclude: set[int] | None) -> float:
-    """One pair's noise (robust sigma, log units) around the fleet, from the pairs between
-    non-candidates, before any fit: round medians of a few pairs and end scores fit some of the
-    noise away (at 8 entities the MAD of the fitted residuals read half the true sigma), so
-    outliers would look twice as far out as they are. A congested round widens it: erring
-    towards naming nobody."""
-    exclude = exclude or set()
-    values = [p.speed(metric) for p in pairs if p.a not in exclude and p.b not in exclude]
-    return _robust(values)[1]
+def pair_noise(pairs: Sequence[PairResult], metric: str,
+               offsets: dict[int, float] | None = None) -> float:
+    """One pair's noise (robust sigma, log units): how far a pair lies from what its round and
+    its two ends predict, each taken without the pair itself (its round: the median of the
+    round's other pairs; an end: the median over its other partners).
+
+    Leaving the pair out matters: medians that include it fit part of its noise away (at 8
+    entities the MAD of such residuals read half the true sigma, and noise looked twice as far
+    out as it was); the ends' levels matter: the raw spread of a fleet with one slow rank
+    counts that rank's pairs as noise (one 0.27x rank of six read z = -2.7); so do the rounds
+    (the VM's load moved whole rounds 3x while other jobs ran). Without ``offsets`` (the
+    first pass) rounds are not removed: the noise is wider, erring towards naming nobody."""
+    if len(pairs) < 2:
+        return SCALE_FLOOR
+    speeds = [(p.round, p.a, p.b, p.speed(metric)) for p in pairs]
+    by_round: dict[int, list[float]] = {}
+    for r, _, _, v in speeds:
+        by_round.setdefault(r, []).append(v)
+    level = float(np.median([v for *_, v in speeds]))
+    corrected = [(a, b, v - (offsets or {}).get(r, 0.0) - level) for r, a, b, v in speeds]
+    partners: dict[int, list[tuple[int, float]]] = {}
+    for a, b, c in corrected:
+        partners.setdefault(a, []).append((b, c))
+        partners.setdefault(b, []).append((a, c))
+
+    def end(entity: int, without: int) -> float:
+        others = [c for partner, c in partners[entity] if partner != without]
+        return float(np.median(others)) if others else 0.0
+
+    residuals = []
+    for (r, a, b, v), (_, _, c) in zip(speeds, corrected, strict=True):
+        if offsets:  # the round's own level, without this pair
+            others = list(by_round[r])
+            others.remove(v)
+            own = float(np.median(others)) - level if others else 0.0
+            c = v - level - own
+        residuals.append(c - end(a, b) - end(b, a))
+    return _robust(residuals)[1]
 
 
 def _flagged(scores: MetricScores, min_effect: float) -> set[int]:

@@ -203,3 +203,50 @@ def test_matrix_is_ratio_to_fleet_median_with_untested_cells_nan():
     slow = [m[0, b] for b in range(1, 4) if not np.isnan(m[0, b])]
     normal = [m[a, b] for a in range(1, 4) for b in range(1, 4) if not np.isnan(m[a, b])]
     assert max(slow) / min(normal) == pytest.approx(0.5)
+
+
+# ---- the heatmap ------------------------------------------------------------------------------
+
+
+def _red_share(png):
+    import matplotlib.image as mpimg
+
+    pixels = mpimg.imread(png)[..., :3]
+    red = (pixels[..., 0] > pixels[..., 1] + 0.25) & (pixels[..., 0] > pixels[..., 2] + 0.2)
+    return float(red.mean())
+
+
+def test_heatmap_colours_a_slow_row_red_and_names_the_suspect(tmp_path):
+    from commbench.output.heatmap import heatmap
+
+    ratios = locate.matrix(6, fleet(6, slow={3: 0.3}, noise=0.0), "busbw")
+    labels = [f"rank {e}" for e in range(6)]
+    fig = heatmap(tmp_path / "slow.png", ratios, labels, "t", False, suspects=[3])
+    clean = heatmap(tmp_path / "clean.png", locate.matrix(6, fleet(6, noise=0.0), "busbw"),
+                    labels, "t", False)
+    assert _red_share(tmp_path / "slow.png") > 0.05  # the row and column of rank 3
+    assert _red_share(tmp_path / "clean.png") < 0.01
+    marked = [t for t in fig.axes[0].get_yticklabels() if t.get_color() != "black"]
+    assert [t.get_text() for t in marked] == ["rank 3 ◀"]
+    assert not [t for t in clean.axes[0].get_yticklabels() if t.get_color() != "black"]
+
+
+def test_heatmap_hatches_untested_cells(tmp_path):
+    from commbench.output.heatmap import heatmap
+
+    rounds = locate.quick_rounds(8, 2, seed=1)
+    fig = heatmap(tmp_path / "q.png", locate.matrix(8, fleet(8, rounds=rounds), "lat"),
+                  [str(e) for e in range(8)], "t", True)
+    assert any(p.get_hatch() == "//" for p in fig.axes[0].patches)
+
+
+def test_beyond_64_entities_a_sorted_strip(tmp_path):
+    from commbench.output.heatmap import heatmap
+
+    n = 70
+    ratios = np.ones(n)
+    ratios[5] = 0.4
+    fig = heatmap(tmp_path / "s.png", np.ones((n, n)), [str(e) for e in range(n)], "t",
+                  False, suspects=[5], entity_ratios=list(ratios))
+    bars = fig.axes[0].patches
+    assert len(bars) == n and bars[0].get_height() == pytest.approx(0.4)  # slowest first

@@ -1,0 +1,98 @@
+"""locate on real gloo ranks, with the faults planted inside them: a slow rank is named alone,
+a slow link is named and neither of its ends, a clean fleet names nobody. Verdicts, ranks and
+files are asserted, never a bandwidth.
+
+The faults are bound to the large size (a 10 ms sleep before each bidirectional batch, about
+3x a 256K call on the VM): at the small size as well they would add 10 ms to each of the 300
+latency calls of every round, tripling the run's time for nothing the test needs.
+"""
+
+import csv
+import json
+import socket
+
+import numpy as np
+import pytest
+
+from tests.conftest import commbench
+
+pytestmark = pytest.mark.integration
+
+LARGE = 256 * 1024
+ARGS = ["locate", "--nproc", "6", "--sizes", "8,256K", "--json", "--timeout", "60"]
+
+
+def locate(tmp_path, fault=""):
+    done, run = commbench(ARGS, tmp_path, timeout=120,
+                          env={"COMMBENCH_FAULT": fault} if fault else None)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    return done, run, summary
+
+
+def bad(summary):
+    return [(s["kind"], s["ranks"]) for s in summary["suspects"]
+            if s["verdict"].startswith("bad")]
+
+
+def entities(run):
+    with open(run / "entities.csv") as handle:
+        return {row["entity"]: row for row in csv.DictReader(handle)}
+
+
+def not_blank(png):
+    """A drawn heatmap has many distinct colours and real contrast."""
+    import matplotlib.image as mpimg
+
+    pixels = mpimg.imread(png)[..., :3]
+    colours = len(np.unique((pixels * 255).astype(int).reshape(-1, 3), axis=0))
+    return float(pixels.std()) > 0.05 and colours > 50
+
+
+def test_a_slow_rank_is_named_alone(tmp_path):
+    done, run, summary = locate(tmp_path, f"delay=0.01:3:p2p:{LARGE}")
+    assert done.returncode == 1, summary
+    assert bad(summary) == [("gpu", [3])], summary
+    (suspect,) = [s for s in summary["suspects"] if s["verdict"] == "bad gpu"]
+    assert suspect["evidence"].startswith("rank 3: ") and "slow with 5/5 partners" in \
+        suspect["evidence"]
+    slow_again, retests = map(int, suspect["confirmed"].split("/"))
+    assert retests == 3 and slow_again >= 2
+    assert summary["entities"] == 6 and summary["pairs"] == 15 and summary["rounds"] == 5
+    rows = entities(run)
+    assert rows["rank 3"]["verdict"] == "bad gpu"
+    assert all(rows[f"rank {r}"]["verdict"] in ("ok", "transient") for r in (0, 1, 2, 4, 5))
+    with open(run / "pairs.csv") as handle:
+        pairs = list(csv.DictReader(handle))
+    main = [p for p in pairs if p["phase"] == "main"]
+    assert len(main) == 15 and {p["status"] for p in pairs} == {"ok"}
+    assert {frozenset((p["entity_a"], p["entity_b"])) for p in main} == {
+        frozenset((f"rank {a}", f"rank {b}")) for a in range(6) for b in range(a + 1, 6)}
+    with open(run / "matrix_busbw.csv") as handle:
+        matrix = list(csv.reader(handle))
+    assert matrix[0][1:] == [f"rank {r}" for r in range(6)] and len(matrix) == 7
+    assert (run / "bad-hosts.txt").read_text().split() == [socket.gethostname()]
+    assert "rank 3" in (run / "summary.md").read_text()
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["suspects"][0]["verdict"] == "bad gpu"
+    for name in ("heatmap_busbw.png", "heatmap_lat.png"):
+        assert not_blank(run / name), name
+
+
+def test_a_slow_link_is_named_and_neither_end(tmp_path):
+    done, run, summary = locate(tmp_path, f"linkdelay=0.01:1,3:p2p:{LARGE}")
+    assert done.returncode == 1, summary
+    assert bad(summary) == [("link", [1, 3])], summary
+    rows = entities(run)
+    assert rows["rank 1"]["verdict"] in ("ok", "transient")
+    assert rows["rank 3"]["verdict"] in ("ok", "transient")
+    assert rows["rank 1 - rank 3"]["verdict"] == "bad link"
+
+
+def test_a_clean_fleet_names_nobody(tmp_path):
+    done, run, summary = locate(tmp_path)
+    assert done.returncode == 0, summary
+    assert summary["suspects"] == []
+    assert (run / "bad-hosts.txt").read_text() == ""
+    assert (run / "good-hosts.txt").read_text().split() == [socket.gethostname()]
+    assert not_blank(run / "heatmap_busbw.png")
