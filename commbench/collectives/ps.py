@@ -345,8 +345,11 @@ class ParameterServer(Collective):
                     "inplace": True, "group_size": workers}
         worker_rows, server_rows = per_rank[:workers], per_rank[workers:]
         if ctx.option("baseline", True):
-            fields["baseline"] = BASELINE  # shown beside the allreduce rows (output/baselines)
+            fields["beside"] = BASELINE  # shown beside the allreduce rows (output/baselines)
+        fields["partition_bytes"] = int(ctx.option("partition", 0))
         if ctx.pattern == "async":
+            bound = ctx.option("staleness")
+            fields["staleness_bound"] = -1 if bound is None else int(bound)
             steps, step_s, wait_s = (worker_rows[:, i] for i in (2, 3, 4))
             fields.update(
                 steps_per_s=float((steps / step_s.clip(min=1e-12)).mean()),

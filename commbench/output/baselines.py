@@ -1,7 +1,7 @@
 """Rows measured beside a baseline of the same launch (ps beside allreduce over its workers),
 side by side with the ratio of their times: one table for the console and summary.md alike.
 
-A row names its baseline in the ``baseline`` field (an op label, 'allreduce'); the baseline
+A row names its baseline in the ``beside`` field (an op label, 'allreduce'); the baseline
 is the row of that label with the same backend, size and workers. Nothing here knows an op.
 """
 
@@ -37,7 +37,7 @@ def side_by_side(records: list[dict]) -> list[tuple[str, list[list[str]]]]:
     labels = {(op_label(r["op"], r.get("pattern")), *_key(r)): r for r in records}
     tables: dict[str, list[list[str]]] = {}
     for record in records:
-        baseline = record.get("baseline") or ""
+        baseline = record.get("beside") or ""
         base = labels.get((baseline, *_key(record))) if baseline else None
         if base is None:
             continue

@@ -184,7 +184,7 @@ class Live(_Stdout, Notes):
             self._print(line)
         self._footer_rows.append({k: record.get(k) for k in (
             "op", "pattern", "mesh", "dim", "groups", "group_size", "span", "group", "backend",
-            "size_bytes", "busbw_gbps", "wrong", "validation", "lat_us_p50", "baseline",
+            "size_bytes", "busbw_gbps", "wrong", "validation", "lat_us_p50", "beside",
             "workers", "servers")})
         if self._bar is not None:
             self._bar.advance(self._task)

@@ -69,6 +69,8 @@ class Row:
     # implementation counted them while posting its sends and receives (0 = not counted)
     workers: int = 0
     servers: int = 0
+    partition_bytes: int = 0  # --partition: the largest message of a push or a pull
+    staleness_bound: int = -1  # --staleness of an async row; -1: none (sync, or unbounded)
     worker_tx_bytes: int = 0
     worker_rx_bytes: int = 0
     server_rx_bytes: int = 0
@@ -79,7 +81,7 @@ class Row:
     rejected_pushes: int = 0
     steps_per_s: float = 0.0
     pull_wait_us: float = 0.0
-    baseline: str = ""  # the op label of this launch's rows this row is shown beside (ps)
+    beside: str = ""  # the op label of this launch's baseline rows it is shown beside (ps)
     # Kept in results.jsonl only: the raw samples, for significance tests and re-analysis;
     # with rounds, how many samples each round took (samples_us in order) and its median.
     samples_us: list[float] = field(default_factory=list)
@@ -98,7 +100,7 @@ EXTRA_COLUMNS = tuple(n for n in _NAMES[len(COLUMNS):] if n not in RAW_COLUMNS)
 # What makes two rows the same measurement (compare pairs rows on all of these).
 KEY_COLUMNS = ("op", "pattern", "backend", "dtype", "reduce_op", "inplace", "device", "root",
                "rank_time", "mesh", "dim", "group_size", "group", "peers", "world_size",
-               "size_bytes")
+               "servers", "partition_bytes", "staleness_bound", "size_bytes")
 # What makes rows "the same op at the same size" whether or not the rest of the key agrees:
 # rows that share these but differ in the rest are kept apart with a message.
 IDENTITY_COLUMNS = ("op", "backend", "world_size", "size_bytes")

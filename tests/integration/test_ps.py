@@ -28,10 +28,10 @@ def assert_counted_bytes_follow_the_formulas(row, workers, servers):
     assert row["server_tx_bytes"] == formula.server_tx_bytes
 
 
-def run_ps(tmp_path, workers, servers, *extra, env=None):
+def run_ps(tmp_path, workers, servers, *extra, env=None, sizes=f"{CLEAN},{BROKEN}"):
     return commbench(
         ["ps", "--servers", str(servers), "--nproc", str(workers + servers), "--sizes",
-         f"{CLEAN},{BROKEN}", "--partition", "1K", "-n", "3", "-w", "0", "--rounds", "1",
+         sizes, "--partition", "1K", "-n", "3", "-w", "0", "--rounds", "1",
          "--json", "--quiet", *extra],
         tmp_path, timeout=60, env=env,
     )
@@ -50,7 +50,7 @@ def test_two_workers_two_servers_beside_allreduce(tmp_path):
         assert row["slowest_rank"] in (0, 1)  # a worker: servers are not timed
         if row["op"] == "ps":
             assert_counted_bytes_follow_the_formulas(row, 2, 2)
-            assert row["baseline"] == "allreduce"
+            assert row["beside"] == "allreduce"
             assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"])  # max(1, 2/2)
         else:
             assert row["group_size"] == 2 and row["workers"] == 2
@@ -84,10 +84,10 @@ def test_a_corrupted_push_is_caught(tmp_path):
 def test_async_never_exceeds_its_staleness_bound_under_a_straggler(tmp_path):
     # Worker 1 sleeps before each of its batches: worker 0 runs ahead until the bound holds it.
     done, _ = run_ps(tmp_path, 2, 1, "--mode", "async", "--staleness", "1", "--no-baseline",
-                     env={"COMMBENCH_FAULT": "delay=0.003:1:ps"})
+                     env={"COMMBENCH_FAULT": "delay=0.003:1:ps"}, sizes=str(BROKEN))
     assert done.returncode == 0, done.stderr[-3000:]
     rows = rows_of(done)
-    assert {r["pattern"] for r in rows} == {"async"} and len(rows) == 2
+    assert {r["pattern"] for r in rows} == {"async"} and len(rows) == 1
     for row in rows:
         assert row["wrong"] == 0 and row["validation"] == "full", row
         assert row["max_staleness"] <= 1, row

@@ -231,7 +231,7 @@ def test_the_table_puts_ps_beside_allreduce_with_the_ratio():
     def row(op, pattern, size, time_us, baseline=""):
         return {"op": op, "pattern": pattern, "backend": "gloo", "size_bytes": size,
                 "workers": 2, "servers": 1, "lat_us_p50": time_us, "busbw_gbps": 1.0,
-                "baseline": baseline}
+                "beside": baseline}
 
     records = [row("ps", "sync", 4096, 300.0, "allreduce"), row("ps", "sync", 8192, 50.0,
                "allreduce"), row("allreduce", "", 4096, 100.0), row("allreduce", "", 8192, 100.0)]
@@ -293,3 +293,20 @@ def test_reset_keeps_the_stats_of_the_size():
 def test_both_modes_run_in_one_launch_beside_the_baseline():
     assert ps.COLLECTIVE.variants((), (("mode", "sync,async"), ("baseline", True))) == \
         ("sync", "async", "allreduce")
+
+
+def test_compare_keeps_runs_with_other_servers_apart():
+    from commbench.analysis.compare import compare_rows
+    from commbench.errors import UsageError
+    from commbench.results.schema import with_defaults
+
+    def row(servers, p50):
+        return with_defaults({"op": "ps", "pattern": "sync", "backend": "gloo",
+                              "world_size": 4, "size_bytes": 4096, "lat_us_p50": p50,
+                              "lat_us_ci_lo": p50, "lat_us_ci_hi": p50, "servers": servers,
+                              "workers": 4 - servers, "samples_us": [p50] * 5})
+
+    pairs, _, _ = compare_rows([row(2, 100.0)], [row(2, 110.0)])
+    assert len(pairs) == 1
+    with pytest.raises(UsageError, match="no measurement in common"):
+        compare_rows([row(2, 100.0)], [row(1, 110.0)])  # 2+2 is not 3+1
