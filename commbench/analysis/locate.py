@@ -35,6 +35,7 @@ MAD_TO_SIGMA = 1.4826  # MAD x this = sigma for normal data
 SCALE_FLOOR = 0.01  # sigma floor in log units (1 %): a noise-free fleet's MAD is 0
 BAD_VERDICTS = ("bad gpu", "bad node", "bad rail", "bad link")
 METRICS = ("busbw", "lat")
+MIN_ROUND_PAIRS = 3  # pairs a round needs for its median to be removed
 
 
 # ---- the schedule -----------------------------------------------------------------------------
@@ -218,7 +219,10 @@ def score_metric(n: int, pairs: Sequence[PairResult], metric: str, min_effect: f
             inside = [p.speed(metric) for p in usable if p.round == index]
             clean = [p.speed(metric) for p in usable if p.round == index
                      and p.a not in exclude and p.b not in exclude]
-            offsets[index] = float(np.median(clean or inside))
+            # A round of one or two pairs has no median to speak of: it would be the pair
+            # itself, and removing it would erase whatever the pair found (3 or 4 entities).
+            if len(clean or inside) >= MIN_ROUND_PAIRS:
+                offsets[index] = float(np.median(clean or inside))
         level = float(np.median(list(offsets.values()))) if offsets else 0.0
         offsets = {k: v - level for k, v in offsets.items()}
     per_entity: dict[int, list[float]] = {e: [] for e in range(n)}
@@ -247,7 +251,7 @@ def pair_noise(pairs: Sequence[PairResult], metric: str,
                offsets: dict[int, float] | None = None) -> float:
     """One pair's noise (robust sigma, log units): how far a pair lies from what its round and
     its two ends predict, each taken without the pair itself (its round: the median of the
-    round's other pairs; an end: the median over its other partners).
+    round's other pairs; an end: its fastest other pair).
 
     Leaving the pair out matters: medians that include it fit part of its noise away (at 8
     entities the MAD of such residuals read half the true sigma, and noise looked twice as far
@@ -269,12 +273,15 @@ def pair_noise(pairs: Sequence[PairResult], metric: str,
         partners.setdefault(b, []).append((a, c))
 
     def end(entity: int, without: int) -> float:
+        # An end's level is its fastest other pair: a pair runs at its slower end's speed,
+        # so a good entity's pairs with bad partners are slow, and with 2-3 partners (4 nodes)
+        # a median would land between the two and call the normal pairs noisy.
         others = [c for partner, c in partners[entity] if partner != without]
-        return float(np.median(others)) if others else 0.0
+        return float(max(others)) if others else 0.0
 
     residuals = []
     for (r, a, b, v), (_, _, c) in zip(speeds, corrected, strict=True):
-        if offsets:  # the round's own level, without this pair
+        if offsets and r in offsets:  # the round's own level, without this pair
             others = list(by_round[r])
             others.remove(v)
             own = float(np.median(others)) - level if others else 0.0
