@@ -7,7 +7,9 @@ partitions: a large shard is pipelined, not sent as one tensor).
 
 - sync: every worker pushes each partition of shard j to server j (isend); server j receives
   every worker's partitions (irecv), sums them and sends the sum back; every worker ends with
-  the full sum. The time of a row is one step (push, sum, pull) on the workers.
+  the full sum. The time of a row is one step (push, sum, pull) on the workers. The steps on
+  the wire are in ps_sync.py.
+- async: versioned pushes under a staleness bound, ps_async.py.
 - allreduce (the baseline variant): all_reduce over a group of the W workers at the same size,
   reported as op=allreduce rows, so a launch answers "PS or allreduce?" on one machine.
 
@@ -25,11 +27,10 @@ busiest link carries the larger of a worker's n and a server's W·n/S.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
-from commbench.collectives import data, ps_async
+from commbench.collectives import data, ps_async, ps_sync
 from commbench.collectives.allreduce import COLLECTIVE as ALLREDUCE
 from commbench.collectives.base import (
     Buffers,
@@ -40,6 +41,9 @@ from commbench.collectives.base import (
     backend_of,
 )
 from commbench.collectives.p2p import _open_communicator
+from commbench.collectives.ps_sync import Counted, partitions, shard_bounds
+
+__all__ = ["COLLECTIVE", "Counted", "partitions", "shard_bounds", "traffic"]
 
 MODES = ("sync", "async")
 BASELINE = "allreduce"  # the variant that measures allreduce over the workers
@@ -80,52 +84,11 @@ def roles(world: int, servers: int) -> tuple[int, int]:
     return world - servers, servers
 
 
-def shard_bounds(count: int, servers: int) -> list[tuple[int, int]]:
-    """[start, stop) of each server's shard: as even as whole elements allow."""
-    base, extra = divmod(count, servers)
-    bounds, start = [], 0
-    for shard in range(servers):
-        stop = start + base + (1 if shard < extra else 0)
-        bounds.append((start, stop))
-        start = stop
-    return bounds
-
-
-def partitions(start: int, stop: int, per_partition: int) -> list[tuple[int, int]]:
-    """[start, stop) of each partition of a shard, at most ``per_partition`` elements each."""
-    return [(a, min(a + per_partition, stop)) for a in range(start, stop, per_partition)]
-
-
 def partition_elements(ctx: OpContext) -> int:
     """Elements of one partition (``--partition`` bytes, parsed by the CLI)."""
     from commbench.config import ITEMSIZE  # config imports the registry: not at import time
 
     return max(1, int(ctx.option("partition", 4 << 20)) // ITEMSIZE[ctx.dtype])
-
-
-class Counted:
-    """One step's traffic of this rank, counted from the sends and receives it posts."""
-
-    def __init__(self) -> None:
-        self.tx = 0
-        self.rx = 0
-
-    def reset(self) -> None:
-        self.tx = self.rx = 0
-
-    def post(self, dist, ops: list, control: list = ()) -> None:
-        """Post ``control`` (small headers, not counted) and ``ops`` (P2POps) as one batch,
-        count the bytes of ``ops``, wait for all of them. A batch, not loose isend/irecv:
-        NCCL batches them into one group launch, and the fault injection of the tests
-        (engine/faults.py) wraps batch_isend_irecv."""
-        for op in ops:
-            nbytes = op.tensor.numel() * op.tensor.element_size()
-            if op.op is dist.isend:
-                self.tx += nbytes
-            else:
-                self.rx += nbytes
-        for work in dist.batch_isend_irecv([*control, *ops]):
-            work.wait()
 
 
 class ParameterServer(Collective):
@@ -385,86 +348,24 @@ class ParameterServer(Collective):
                 return _idle
             return ALLREDUCE.call(self._baseline_ctx(ctx, group), bufs)
         per_partition = partition_elements(ctx)
-        counted, group, P2POp = self._counted, ctx.group, dist.P2POp
+        counted, group = self._counted, ctx.group
         self._count = bufs.count  # whose stats counters() reports
         if backend_of(ctx) == "nccl":
             _open_communicator(dist, bufs.recv, group)
+        if ctx.rank < workers:
+            servers_at = [ctx.global_rank(workers + shard) for shard in range(servers)]
+            if ctx.pattern == "async":
+                return ps_async.worker(dist, counted, self._worker_stats(bufs.count),
+                                       bufs.send, bufs.recv, servers_at, per_partition, group)
+            return ps_sync.worker(dist, counted, bufs.send, bufs.recv, servers_at,
+                                  per_partition, group)
+        peers = [ctx.global_rank(w) for w in range(workers)]
         if ctx.pattern == "async":
-            return self._async_call(ctx, bufs, dist, per_partition)
-        if ctx.rank < workers:
-            pushes, pulls = [], []
-            for shard, (start, stop) in enumerate(shard_bounds(bufs.count, servers)):
-                server = ctx.global_rank(workers + shard)
-                for tag, (a, b) in enumerate(partitions(start, stop, per_partition)):
-                    pushes.append(P2POp(dist.isend, bufs.send[a:b], server, group, tag))
-                    pulls.append(P2POp(dist.irecv, bufs.recv[a:b], server, group, tag))
-            step_ops = pushes + pulls
-
-            def worker_step() -> None:
-                counted.reset()
-                counted.post(dist, step_ops)
-
-            return worker_step
-        start, stop = self._shard(ctx, bufs.count)
-        width = stop - start
-        total = bufs.send
+            return ps_async.server(dist, counted, self._book(ctx, bufs.count), bufs.send,
+                                   bufs.recv, peers, per_partition, group)
+        width = bufs.send.numel()
         slots = [bufs.recv[w * width:(w + 1) * width] for w in range(workers)]
-        parts = list(enumerate(partitions(0, width, per_partition)))
-        peers = [ctx.global_rank(w) for w in range(workers)]
-        receives = [P2POp(dist.irecv, slots[w][a:b], peers[w], group, tag)
-                    for w in range(workers) for tag, (a, b) in parts]
-        replies = [P2POp(dist.isend, total[a:b], peers[w], group, tag)
-                   for w in range(workers) for tag, (a, b) in parts]
-
-        def server_step() -> None:
-            counted.reset()
-            counted.post(dist, receives)
-            total.copy_(slots[0])
-            for slot in slots[1:]:
-                total.add_(slot)  # small integers: exact in any order
-            counted.post(dist, replies)
-
-        return server_step
-
-    def _async_call(self, ctx: OpContext, bufs: Buffers, dist, per_partition: int):
-        import torch
-
-        workers, servers = self._roles(ctx)
-        counted, group, P2POp = self._counted, ctx.group, dist.P2POp
-        header = functools.partial(torch.zeros, 2, dtype=torch.float64)
-        tag = ps_async.HEADER_TAG + 1  # partitions' tags start after the header's
-        if ctx.rank < workers:
-            headers_out = [header() for _ in range(servers)]
-            headers_in = [header() for _ in range(servers)]
-            push_ops, pull_ops, push_heads, pull_heads = [], [], [], []
-            for shard, (start, stop) in enumerate(shard_bounds(bufs.count, servers)):
-                server = ctx.global_rank(workers + shard)
-                push_heads.append(P2POp(dist.isend, headers_out[shard], server, group,
-                                        ps_async.HEADER_TAG))
-                pull_heads.append(P2POp(dist.irecv, headers_in[shard], server, group,
-                                        ps_async.HEADER_TAG))
-                for k, (a, b) in enumerate(partitions(start, stop, per_partition)):
-                    push_ops.append(P2POp(dist.isend, bufs.send[a:b], server, group, tag + k))
-                    pull_ops.append(P2POp(dist.irecv, bufs.recv[a:b], server, group, tag + k))
-            return ps_async.worker_step(dist, counted, self._worker_stats(bufs.count),
-                                        headers_out, headers_in, (push_heads, push_ops),
-                                        (pull_heads, pull_ops))
-        params, incoming = bufs.send, bufs.recv
-        parts = list(enumerate(partitions(0, params.numel(), per_partition)))
-        peers = [ctx.global_rank(w) for w in range(workers)]
-        receives = [[P2POp(dist.irecv, incoming[a:b], peers[w], group, tag + k)
-                     for k, (a, b) in parts] for w in range(workers)]
-        replies = []
-        for w in range(workers):
-            reply_header = header()
-            replies.append((reply_header,
-                            P2POp(dist.isend, reply_header, peers[w], group,
-                                  ps_async.HEADER_TAG),
-                            [P2POp(dist.isend, params[a:b], peers[w], group, tag + k)
-                             for k, (a, b) in parts]))
-        return ps_async.server_step(dist, counted, self._book(ctx, bufs.count), workers,
-                                    group, peers, torch.zeros(2, dtype=torch.float64),
-                                    incoming, params, receives, replies)
+        return ps_sync.server(dist, counted, bufs.send, slots, peers, per_partition, group)
 
 
 def _idle() -> None:

@@ -22,7 +22,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from commbench.collectives.ps_sync import partitions, shard_bounds
+
 HEADER_TAG = 0  # pushes and replies: a small float64 header first, the partitions after
+DATA_TAG = 1  # partition k of a shard travels with tag DATA_TAG + k
 
 
 @dataclass
@@ -84,9 +87,25 @@ def source_of(work) -> int:
     return int(source())
 
 
-def worker_step(dist, counted, stats: WorkerStats, headers_out, headers_in, pushes, pulls):
-    """One async step of a worker: push (version header + partitions) to every server, then
-    pull each server's shard; the pull's wait is timed."""
+def worker(dist, counted, stats: WorkerStats, gradient, result, servers: list[int],
+           per_partition: int, group):
+    """A worker's async step: to each server (global ranks ``servers``, shard j to server j)
+    a version header and the shard's partitions; then each server's header and shard."""
+    import torch
+
+    P2POp = dist.P2POp
+    headers_out = [torch.zeros(2, dtype=torch.float64) for _ in servers]
+    headers_in = [torch.zeros(2, dtype=torch.float64) for _ in servers]
+    push_heads = [P2POp(dist.isend, h, s, group, HEADER_TAG) for h, s in zip(
+        headers_out, servers, strict=True)]
+    pull_heads = [P2POp(dist.irecv, h, s, group, HEADER_TAG) for h, s in zip(
+        headers_in, servers, strict=True)]
+    pushes, pulls = [], []
+    for server_rank, (start, stop) in zip(servers, shard_bounds(gradient.numel(),
+                                                                len(servers)), strict=True):
+        for k, (a, b) in enumerate(partitions(start, stop, per_partition)):
+            pushes.append(P2POp(dist.isend, gradient[a:b], server_rank, group, DATA_TAG + k))
+            pulls.append(P2POp(dist.irecv, result[a:b], server_rank, group, DATA_TAG + k))
     clock = time.perf_counter
 
     def step() -> None:
@@ -94,9 +113,9 @@ def worker_step(dist, counted, stats: WorkerStats, headers_out, headers_in, push
         counted.reset()
         for header in headers_out:
             header[0] = stats.clock
-        counted.post(dist, pushes[1], control=pushes[0])
+        counted.post(dist, pushes, control=push_heads)
         pushed = clock()
-        counted.post(dist, pulls[1], control=pulls[0])
+        counted.post(dist, pulls, control=pull_heads)
         done = clock()
         stats.clock += 1
         stats.steps += 1
@@ -107,15 +126,28 @@ def worker_step(dist, counted, stats: WorkerStats, headers_out, headers_in, push
     return step
 
 
-def server_step(dist, counted, book: VersionBook, workers: int, group, peers, header_in,
-                incoming, params, receives, replies):
-    """One async call of a server: W pushes, in the order they arrive, each applied or
-    rejected, and every reply that the bound lets go sent with the shard as it is now."""
+def server(dist, counted, book: VersionBook, params, incoming, peers: list[int],
+           per_partition: int, group):
+    """A server's async call: W pushes, in the order they arrive, each applied or rejected,
+    and every reply the bound lets go sent with the shard as it is now."""
+    import torch
+
+    P2POp = dist.P2POp
+    parts = list(enumerate(partitions(0, params.numel(), per_partition)))
+    receives = [[P2POp(dist.irecv, incoming[a:b], peer, group, DATA_TAG + k)
+                 for k, (a, b) in parts] for peer in peers]
+    replies = []
+    for peer in peers:
+        header = torch.zeros(2, dtype=torch.float64)
+        replies.append((header, P2POp(dist.isend, header, peer, group, HEADER_TAG),
+                        [P2POp(dist.isend, params[a:b], peer, group, DATA_TAG + k)
+                         for k, (a, b) in parts]))
+    header_in = torch.zeros(2, dtype=torch.float64)
     index = {peer: worker for worker, peer in enumerate(peers)}
 
     def step() -> None:
         counted.reset()
-        for _ in range(workers):
+        for _ in peers:
             work = dist.irecv(header_in, group=group, tag=HEADER_TAG)  # from any worker
             work.wait()
             worker = index[source_of(work)]
