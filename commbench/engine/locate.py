@@ -130,16 +130,38 @@ class _Runner:
             self.position += f", pair {mine[1][0]}-{mine[1][1]}"
         self.session.at(self.position)
         result = None
-        with self._diagnosed():
-            self.session.control.barrier()
-            if mine is not None:
-                result = self._measure(mine[1])
-            gathered = self.session.control.objects(result)
+        # One position for every rank done with its pair: a timeout in the gather then names
+        # the ranks still elsewhere, the pair that hung.
+        waiting = f"locate round {round_.index} ({round_.phase}): waiting for the round"
+        try:
+            with self._diagnosed():
+                self.session.control.barrier()
+                if mine is not None:
+                    result = self._measure(mine[1])
+                self.position = waiting
+                self.session.at(waiting)
+                gathered = self.session.control.objects(result)
+        except RankFailure:
+            if self.sink is not None:
+                self._hung(round_, waiting)
+            raise
         records = [self._record(round_, m, gathered) for m in round_.meetings]
         self.records += records
         if self.sink is not None:
             for record in records:
                 self.sink.pair(record)
+
+    def _hung(self, round_, waiting: str) -> None:
+        """Rank 0, when its round timed out: a 'hung' record for each meeting with a rank
+        that never finished its pair (the partial matrix keeps them)."""
+        late = {rank for rank, _ in self.session.watch.lagging(waiting)}
+        for m in round_.meetings:
+            if late & {r for p in m.rank_pairs for r in p}:
+                self.sink.pair({"round": round_.index, "phase": round_.phase, "a": m.a,
+                                "b": m.b, "ranks": [list(p) for p in m.rank_pairs],
+                                "size_large": self.job.large, "size_small": self.job.small,
+                                "busbw_gbps": float("nan"), "lat_us_p50": float("nan"),
+                                "lat_us_p99": float("nan"), "wrong": 0, "status": "hung"})
 
     def _measure(self, pair: tuple[int, int]) -> dict:
         job = self.job

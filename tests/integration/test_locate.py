@@ -96,3 +96,24 @@ def test_a_clean_fleet_names_nobody(tmp_path):
     assert (run / "bad-hosts.txt").read_text() == ""
     assert (run / "good-hosts.txt").read_text().split() == [socket.gethostname()]
     assert not_blank(run / "heatmap_busbw.png")
+
+
+def test_a_hung_pair_ends_the_run_with_the_partial_matrix(tmp_path):
+    """Rank 1 and rank 3 never finish their pair (round 3 of the circle at 6): the others
+    time out waiting for the round, the run exits 3 naming the pair, and every pair measured
+    before is kept, the hung one marked."""
+    args = [*ARGS[:-1], "5"]  # --timeout 5
+    done, run = commbench(args, tmp_path, timeout=120, env={"COMMBENCH_FAULT": "hang:1,3:p2p"})
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "rank 1 was at locate round 3 (main), pair 1-3" in done.stderr
+    assert "rank 3 was at locate round 3 (main), pair 1-3" in done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "partial"
+    assert [(s["verdict"], s["ranks"]) for s in summary["suspects"]] == [("hung", [1, 3])]
+    with open(run / "pairs.csv") as handle:
+        pairs = list(csv.DictReader(handle))
+    assert [p["status"] for p in pairs].count("ok") == 9  # rounds 0-2
+    assert [(p["entity_a"], p["entity_b"], p["status"]) for p in pairs
+            if p["status"] != "ok"] == [("rank 1", "rank 3", "hung")]
+    assert json.loads((run / "run.json").read_text())["status"] == "partial"
+    assert (run / "heatmap_busbw.png").exists() and (run / "matrix_busbw.csv").exists()
