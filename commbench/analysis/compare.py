@@ -235,6 +235,38 @@ def _significance(base: Nested, new: Nested, record: dict) -> tuple[float, float
     return lo, hi, STORED_TEST, float("nan")
 
 
+# Two tools' runs (an OSU or nccl-tests import beside a commbench run) differ in what each
+# records (backend mpi vs gloo, rank-time, dtype, in-place); where nothing pairs on the full
+# key, their cross-tool view pairs rows on what both measured: the op at a byte size and world.
+CROSS_TOOL_KEYS = ("op", "pattern", "world_size", "size_bytes")
+
+
+class NothingInCommon(UsageError):
+    """No row of one run measured what a row of the other did; says in which keys they
+    differ."""
+
+    def __init__(self, differences: list[str], apart: list[str]) -> None:
+        self.differences = differences
+        reason = apart[0] if apart else "; ".join(differences)
+        super().__init__("the runs have no measurement in common" + (
+            f" ({reason})" if reason else ""))
+
+
+def _differences(base, new, keys: list[str]) -> list[str]:
+    """Key columns whose values never meet between the two sides (size aside)."""
+    found = []
+    for key in keys:
+        if key == "size_bytes":
+            continue
+        left = {_plain(v) for v in base[key]} if key in base else {None}
+        right = {_plain(v) for v in new[key]} if key in new else {None}
+        if left and right and left.isdisjoint(right):
+            show = lambda values: "/".join(sorted(  # noqa: E731
+                _shown(v) if v is None or isinstance(v, bool) else str(v) for v in values))
+            found.append(f"{key} {show(left)} vs {show(right)}")
+    return found
+
+
 def compare_rows(base_rows, new_rows, metric: str = "lat_us_p50", threshold: float = 0.05,
                  sizes: list[tuple[int, int]] | None = None, keys=KEY_COLUMNS):
     """Pair rows on ``keys``; returns (pairs frame, apart messages, missing messages)."""
@@ -255,8 +287,7 @@ def compare_rows(base_rows, new_rows, metric: str = "lat_us_p50", threshold: flo
     apart = _apart(base, new, keys)
     missing = _missing(base, new, keys)
     if joined.empty:
-        reason = f" ({apart[0]})" if apart else ""
-        raise UsageError(f"the runs have no measurement in common{reason}")
+        raise NothingInCommon(_differences(base, new, keys), apart)
     b, n = joined[f"{metric}_base"], joined[f"{metric}_new"]
     joined["baseline"], joined["new"], joined["ratio"] = b, n, n / b
     joined["delta_us"] = joined["lat_us_p50_new"] - joined["lat_us_p50_base"]
@@ -332,6 +363,9 @@ def _missing(base, new, keys: list[str]) -> list[str]:
     series = [k for k in keys if k != "size_bytes"]
     if base.empty or new.empty:
         return []
+    if "group" in series:  # --per-group rows: the groups of a dim share their sizes
+        keys = [k for k in keys if k != "group"]
+        series = [k for k in series if k != "group"]
     messages = []
     left = base.reindex(columns=keys).drop_duplicates()
     right = new.reindex(columns=keys).drop_duplicates()
@@ -375,9 +409,27 @@ def compare_runs(runs: list[Run], metric: str, threshold: float, sizes: str | No
                                      candidate=other))
     else:
         for run in runs[1:]:
+            if run.path.resolve() == runs[0].path.resolve():
+                result.warnings.append(f"{run.name} is compared with itself: every row can "
+                                       "only be the same")
             result.warnings += metadata_warnings(runs[0], run)
-            part, apart, missing = compare_rows(runs[0].rows, run.rows, metric, threshold,
-                                                ranges)
+            try:
+                part, apart, missing = compare_rows(runs[0].rows, run.rows, metric,
+                                                    threshold, ranges)
+            except NothingInCommon as error:
+                tools = {_source(runs[0]), _source(run)}
+                if len(tools) < 2 or "mixed" in tools:
+                    raise
+                part, apart, missing = compare_rows(runs[0].rows, run.rows, metric,
+                                                    threshold, ranges, CROSS_TOOL_KEYS)
+                backends = [" / ".join(sorted({str(r["backend"]) for r in side.rows}))
+                            for side in (run, runs[0])]
+                part = part.assign(backend=" vs ".join(backends), **{
+                    key: None for key in KEY_COLUMNS if key not in part and key != "backend"})
+                result.warnings.append(
+                    f"{runs[0].name} ({_source(runs[0])}) and {run.name} ({_source(run)}) "
+                    f"measured nothing alike ({'; '.join(error.differences)}): the "
+                    "cross-tool view pairs them on op, world size and size alone")
             result.apart += apart
             result.missing += missing
             parts.append(part.assign(base=runs[0].name, candidate=run.name))

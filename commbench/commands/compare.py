@@ -45,9 +45,10 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
         console = tables.make_console()
         if result.sources:
             base, new = result.sources
+            overhead = (f" (run on the same machine: the overhead of torch.distributed over "
+                        f"{base})" if new == "commbench" else "")
             console.print(f"{new} vs {base}: ratio = {new} / {base}; delta = the "
-                          f"microseconds {new} adds per call (run on the same machine: the "
-                          f"overhead of torch.distributed over {base})", markup=False)
+                          f"microseconds {new} adds per call{overhead}", markup=False)
         layout = Layout(columns, rows, tables.terminal_width())
         for line in layout.header():
             console.print(line, style="bold", markup=False, highlight=False, soft_wrap=True)

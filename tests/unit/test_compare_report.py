@@ -48,9 +48,10 @@ def derived(tmp_path, name, change_row=None, change_meta=None, keep=None, base="
 
 
 def test_identical_runs_are_all_same(capsys):
-    code, out, _ = run(["compare", fx("base"), fx("base"), "--fail-on-regression"], capsys)
+    code, out, err = run(["compare", fx("base"), fx("base"), "--fail-on-regression"], capsys)
     assert code == 0
     assert "0 slower, 0 faster, 0 noisy, 8 same" in out
+    assert "base is compared with itself" in err  # a mistyped path, most likely
 
 
 def test_a_run_one_and_a_half_times_slower_fails_ci(capsys, tmp_path):
@@ -488,3 +489,23 @@ def test_backends_of_one_run_compare_when_only_some_rows_kept_rounds(tmp_path, c
     assert code == 0 and pairs
     assert {p["test"] for p in pairs} == {
         "bootstrap ratio of medians over batches of blocks vs rounds and blocks"}
+
+
+def test_an_osu_import_beside_a_commbench_run_gets_the_cross_tool_view(tmp_path, capsys):
+    """backend mpi vs gloo, rank-time, dtype: nothing pairs on the full key. It said 'the runs
+    have no measurement in common'; now it says why and pairs op, world and size."""
+    code, *_ = run(["import", "osu", str(FIXTURES / "osu" / "osu_allreduce-7.4.txt"),
+                    "--world-size", "2", "--out", str(tmp_path), "--name", "osu"], capsys)
+    assert code == 0
+    code, out, err = run(["compare", fx("base"), str(tmp_path / "osu"), "--json"], capsys)
+    assert code == 0, err
+    assert "measured nothing alike (backend gloo vs mpi" in err
+    rows = [json.loads(line) for line in out.splitlines() if '"verdict"' in line]
+    assert sorted(r["size_bytes"] for r in rows) == [1024, 1048576]
+    assert {r["backend"] for r in rows} == {"mpi vs gloo"}
+
+
+def test_runs_of_one_tool_with_nothing_in_common_say_which_keys_differ(capsys):
+    code, out, err = run(["compare", fx("base"), fx("model-mesh")], capsys)
+    assert code == 2
+    assert "no measurement in common (backend gloo vs nccl" in err and "world_size 2 vs 8" in err

@@ -164,3 +164,24 @@ def test_per_group_rows_compared_get_a_group_column(tmp_path):
     plain, _ = table_records(compare_runs([load_run(str(source))] * 2, "lat_us_p50", 0.05,
                                           None).frame, "lat_us_p50")
     assert "group" not in [c.name for c in plain]
+
+
+def test_a_size_missing_from_per_group_rows_is_named_once(tmp_path):
+    """Every group of a dim lacks the same size: one message, not one per group."""
+    from commbench.analysis.compare import compare_runs
+
+    source = FIXTURES / "base"
+    rows = [json.loads(line) for line in (source / "results.jsonl").read_text().splitlines()]
+    rows = [{**r, "group": group} for r in rows for group in (None, 0, 1)]
+    largest = max(r["size_bytes"] for r in rows)
+    runs = []
+    for name, kept in (("full", rows), ("short", [r for r in rows
+                                                 if r["size_bytes"] != largest])):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+        (folder / "run.json").write_text((source / "run.json").read_text())
+        runs.append(load_run(str(folder)))
+    missing = compare_runs(runs, "lat_us_p50", 0.05, None).missing
+    assert len(missing) == 2, missing  # allreduce and allgather, each once
+    assert all("lacks 1 of 4 sizes" in text for text in missing)
