@@ -30,24 +30,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from commbench.collectives import data, ps_async, ps_sync
+from commbench.collectives import data, ps_async, ps_options, ps_sync
 from commbench.collectives.allreduce import COLLECTIVE as ALLREDUCE
 from commbench.collectives.base import (
     Buffers,
     Collective,
     Layout,
     OpContext,
-    OpOption,
     backend_of,
 )
 from commbench.collectives.p2p import _open_communicator
+from commbench.collectives.ps_options import modes_of
 from commbench.collectives.ps_sync import Counted, partitions, shard_bounds
 
-__all__ = ["COLLECTIVE", "Counted", "partitions", "shard_bounds", "traffic"]
+__all__ = ["COLLECTIVE", "Counted", "modes_of", "partitions", "shard_bounds", "traffic"]
 
-MODES = ("sync", "async")
 BASELINE = "allreduce"  # the variant that measures allreduce over the workers
-DEFAULT_PARTITION = "4M"  # BytePS's default partition bytes (BYTEPS_PARTITION_BYTES)
 
 
 @dataclass(frozen=True)
@@ -66,17 +64,6 @@ def traffic(size_bytes: int, workers: int, servers: int) -> Traffic:
     For the docs and the tests' independent check only: rows carry what was counted."""
     per_server = workers * size_bytes // servers
     return Traffic(size_bytes, size_bytes, per_server, per_server)
-
-
-def _parse_size(text: str) -> int:
-    from commbench.sizes import parse_size
-
-    return parse_size(text)
-
-
-def modes_of(text: str | None) -> tuple[str, ...]:
-    """--mode: sync, async, or both (sync,async), measured in that order."""
-    return tuple(dict.fromkeys(m.strip() for m in (text or "sync").split(",") if m.strip()))
 
 
 def roles(world: int, servers: int) -> tuple[int, int]:
@@ -98,26 +85,14 @@ class ParameterServer(Collective):
     min_world = 2
     factor_text = "max(1, W/S), W workers, S servers"
     in_runs = False
-    options = (
-        OpOption("servers", ("--servers",), int, 1,
-                 "Server ranks: the last S of the world; the first W are workers."),
-        OpOption("partition", ("--partition",), str, DEFAULT_PARTITION,
-                 "Largest message: every shard is cut into partitions of at most this size.",
-                 parse=_parse_size),
-        OpOption("mode", ("--mode",), str, "sync",
-                 "sync (every worker ends each step with the full sum), async (versioned "
-                 "pushes, a staleness bound), or both: sync,async."),
-        OpOption("staleness", ("--staleness",), int, None,
-                 "async: versions a push may lag its shard, and a worker lead the slowest."),
-        OpOption("baseline", ("--baseline/--no-baseline",), bool, True,
-                 "Also measure allreduce over the W workers at the same sizes."),
-    )
+    options = ps_options.OPTIONS
     # The step ends when the slowest worker has its sum: the max over workers (the servers
     # are left out: see active).
     option_defaults = (("rank_time", "max"),)
 
     def __init__(self) -> None:
-        self._counted = Counted()
+        self._counted = Counted()  # this rank's traffic as a worker ...
+        self._served = Counted()  # ... and as a server (both, when colocated)
         self._worker_groups: dict[tuple, Any] = {}
         self._count = 0  # the size the last bound call runs at
         # async, per size: a server's versions, a worker's clock and stats (ps_async)
@@ -126,7 +101,12 @@ class ParameterServer(Collective):
 
     # ---- roles and options ------------------------------------------------------------------
     def _roles(self, ctx: OpContext) -> tuple[int, int]:
+        if self._colocated(ctx):
+            return ctx.world, ctx.world
         return roles(ctx.world, int(ctx.option("servers", 1)))
+
+    def _colocated(self, ctx: OpContext) -> bool:
+        return bool(ctx.option("colocate", False))
 
     def _is_baseline(self, ctx: OpContext) -> bool:
         return ctx.pattern == BASELINE
@@ -147,43 +127,7 @@ class ParameterServer(Collective):
         return (*modes, BASELINE) if chosen.get("baseline", True) else modes
 
     def refuse(self, spec: Any, world: int) -> None:
-        from commbench.config import ITEMSIZE
-        from commbench.errors import UsageError
-
-        chosen = dict(spec.op_options)
-        servers = int(chosen.get("servers", 1))
-        modes = modes_of(chosen.get("mode"))
-        for mode in modes:
-            if mode not in MODES:
-                raise UsageError(f"unknown --mode {mode!r} (choose from {', '.join(MODES)}, "
-                                 "or both: sync,async)")
-        if servers < 1:
-            raise UsageError(f"bad --servers {servers}: at least 1 server is needed")
-        if servers >= world:
-            raise UsageError(f"--servers {servers} leaves no worker: the run has {world} ranks "
-                             f"(W workers then S servers); use --nproc {servers + 1} or more")
-        if chosen.get("staleness") is not None and "async" not in modes:
-            raise UsageError("--staleness bounds asynchronous training: add --mode async")
-        if "async" in modes and "nccl" in spec.backends:
-            raise UsageError("--mode async needs gloo: a server takes pushes in the order they "
-                             "arrive, and NCCL has no receive from any source")
-        if chosen.get("staleness") is not None and chosen["staleness"] < 0:
-            raise UsageError(f"bad --staleness {chosen['staleness']}: it must not be negative")
-        if spec.mesh or spec.split or spec.dims:
-            raise UsageError("ps lays the ranks out itself (W workers then S servers): drop "
-                             "--mesh, --dim and --split")
-        partition = int(chosen.get("partition", _parse_size(DEFAULT_PARTITION)))
-        itemsize = ITEMSIZE[spec.dtype]
-        if partition < itemsize:
-            raise UsageError(f"bad --partition {partition} B: smaller than one {spec.dtype} "
-                             "element")
-        smallest = min(spec.sizes) if spec.sizes else itemsize
-        elements = max(1, smallest // itemsize)
-        if servers > elements:
-            raise UsageError(f"--servers {servers}: the smallest size ({smallest} B, {elements} "
-                             f"{spec.dtype} element(s)) has fewer partitions than servers; "
-                             f"raise --sizes to at least {servers * itemsize} B or use fewer "
-                             "servers")
+        ps_options.refuse(spec, world)
 
     def roles_text(self, spec: Any, world: int) -> str:
         servers = int(dict(spec.op_options).get("servers", 1))
@@ -193,10 +137,14 @@ class ParameterServer(Collective):
     # ---- layout ------------------------------------------------------------------------------
     def _shard(self, ctx: OpContext, count: int) -> tuple[int, int]:
         workers, servers = self._roles(ctx)
-        return shard_bounds(count, servers)[ctx.rank - workers]
+        own = ctx.rank if self._colocated(ctx) else ctx.rank - workers
+        return shard_bounds(count, servers)[own]
 
     def layout(self, ctx: OpContext, count: int) -> Layout:
         workers, _ = self._roles(ctx)
+        if self._colocated(ctx) and not self._is_baseline(ctx):
+            start, stop = self._shard(ctx, count)  # gradient + the sum, result + W-1 slots
+            return Layout(send=count + stop - start, recv=count + (workers - 1) * (stop - start))
         if ctx.rank < workers:
             return Layout(send=0, recv=count) if self._is_baseline(ctx) else Layout(count, count)
         if self._is_baseline(ctx):
@@ -219,7 +167,7 @@ class ParameterServer(Collective):
 
     def busbw_factor_in(self, ctx: OpContext) -> float:
         workers, servers = self._roles(ctx)
-        if self._is_baseline(ctx):
+        if self._is_baseline(ctx) or self._colocated(ctx):  # colocated: as RS + AG move
             return ALLREDUCE.busbw_factor(workers)
         return max(1.0, workers / servers)
 
@@ -236,13 +184,17 @@ class ParameterServer(Collective):
 
     def prepare(self, ctx: OpContext, bufs: Buffers) -> None:
         self._counted.reset()
+        self._served.reset()
         workers, _ = self._roles(ctx)
         if self._is_baseline(ctx):
             if ctx.rank < workers:
                 ALLREDUCE.prepare(self._baseline_ctx(ctx), bufs)
             return
         bufs.recv.zero_()
-        if ctx.rank < workers:
+        if self._colocated(ctx):
+            bufs.send.zero_()
+            data.fill(bufs.send[:bufs.count], self._pattern(ctx, bufs.count).values(ctx.rank))
+        elif ctx.rank < workers:
             data.fill(bufs.send, self._pattern(ctx, bufs.count).values(ctx.rank))
             self._worker_stats(bufs.count).clock = 0
         else:
@@ -256,6 +208,8 @@ class ParameterServer(Collective):
         pattern = self._pattern(ctx, bufs.count)
         if ctx.pattern == "async":
             return self._async_wrong(ctx, bufs, pattern)
+        if self._colocated(ctx):
+            return self._colocated_wrong(ctx, bufs, pattern)
         if ctx.rank < workers:
             return data.count_wrong(bufs.recv, pattern.result())
         start, stop = self._shard(ctx, bufs.count)
@@ -263,6 +217,20 @@ class ParameterServer(Collective):
         wrong = data.count_wrong(bufs.send, pattern.result(), start)  # the sum it sent back
         for worker in range(workers):  # each worker's slot holds that worker's own input
             slot = bufs.recv[worker * width:(worker + 1) * width]
+            wrong += data.count_wrong(slot, pattern.values(worker), start)
+        return wrong
+
+    def _colocated_wrong(self, ctx: OpContext, bufs: Buffers,
+                         pattern: data.ReducePattern) -> int:
+        """The full sum on every rank, its own shard's sum, and the other workers' slots."""
+        count = bufs.count
+        start, stop = self._shard(ctx, count)
+        width = stop - start
+        wrong = data.count_wrong(bufs.recv[:count], pattern.result())
+        wrong += data.count_wrong(bufs.send[count:], pattern.result(), start)
+        others = [w for w in range(ctx.world) if w != ctx.rank]
+        for index, worker in enumerate(others):
+            slot = bufs.recv[count + index * width:count + (index + 1) * width]
             wrong += data.count_wrong(slot, pattern.values(worker), start)
         return wrong
 
@@ -292,7 +260,8 @@ class ParameterServer(Collective):
     def counters(self, ctx: OpContext) -> list[float]:
         """Bytes of the last step; async also this size's steps, step and pull-wait seconds
         (workers), the largest lag and the rejected pushes (servers)."""
-        counted = [float(self._counted.tx), float(self._counted.rx)]
+        counted = [float(self._counted.tx), float(self._counted.rx), float(self._served.tx),
+                   float(self._served.rx)]
         if ctx.pattern != "async":
             return counted
         stats = self._stats.get(self._count, ps_async.WorkerStats())
@@ -313,17 +282,16 @@ class ParameterServer(Collective):
         if ctx.pattern == "async":
             bound = ctx.option("staleness")
             fields["staleness_bound"] = -1 if bound is None else int(bound)
-            steps, step_s, wait_s = (worker_rows[:, i] for i in (2, 3, 4))
+            steps, step_s, wait_s = (worker_rows[:, i] for i in (4, 5, 6))
             fields.update(
                 steps_per_s=float((steps / step_s.clip(min=1e-12)).mean()),
                 pull_wait_us=float((wait_s / steps.clip(min=1)).mean() * 1e6),
-                max_staleness=int(server_rows[:, 5].max()),
-                rejected_pushes=int(server_rows[:, 6].sum()))
-        return {**fields,
-                "worker_tx_bytes": int(worker_rows[:, 0].max()),
-                "worker_rx_bytes": int(worker_rows[:, 1].max()),
-                "server_tx_bytes": int(server_rows[:, 0].max()),
-                "server_rx_bytes": int(server_rows[:, 1].max())}
+                max_staleness=int(server_rows[:, 7].max()),
+                rejected_pushes=int(server_rows[:, 8].sum()))
+        # The busiest rank of each role (shards differ by an element where n/S is uneven).
+        most = per_rank.max(axis=0)
+        return {**fields, "worker_tx_bytes": int(most[0]), "worker_rx_bytes": int(most[1]),
+                "server_tx_bytes": int(most[2]), "server_rx_bytes": int(most[3])}
 
     # ---- the call -----------------------------------------------------------------------------
     def _worker_group(self, ctx: OpContext):
@@ -348,10 +316,20 @@ class ParameterServer(Collective):
                 return _idle
             return ALLREDUCE.call(self._baseline_ctx(ctx, group), bufs)
         per_partition = partition_elements(ctx)
-        counted, group = self._counted, ctx.group
+        counted, served, group = self._counted, self._served, ctx.group
         self._count = bufs.count  # whose stats counters() reports
         if backend_of(ctx) == "nccl":
             _open_communicator(dist, bufs.recv, group)
+        if self._colocated(ctx):
+            start, stop = self._shard(ctx, bufs.count)
+            width, count = stop - start, bufs.count
+            others = [w for w in range(ctx.world) if w != ctx.rank]
+            slots = {w: bufs.recv[count + i * width:count + (i + 1) * width]
+                     for i, w in enumerate(others)}
+            return ps_sync.colocated(dist, counted, served, bufs.send[:count],
+                                     bufs.recv[:count], bufs.send[count:], slots, ctx.rank,
+                                     [ctx.global_rank(r) for r in range(ctx.world)],
+                                     per_partition, group)
         if ctx.rank < workers:
             servers_at = [ctx.global_rank(workers + shard) for shard in range(servers)]
             if ctx.pattern == "async":
@@ -361,11 +339,11 @@ class ParameterServer(Collective):
                                   per_partition, group)
         peers = [ctx.global_rank(w) for w in range(workers)]
         if ctx.pattern == "async":
-            return ps_async.server(dist, counted, self._book(ctx, bufs.count), bufs.send,
+            return ps_async.server(dist, served, self._book(ctx, bufs.count), bufs.send,
                                    bufs.recv, peers, per_partition, group)
         width = bufs.send.numel()
         slots = [bufs.recv[w * width:(w + 1) * width] for w in range(workers)]
-        return ps_sync.server(dist, counted, bufs.send, slots, peers, per_partition, group)
+        return ps_sync.server(dist, served, bufs.send, slots, peers, per_partition, group)
 
 
 def _idle() -> None:

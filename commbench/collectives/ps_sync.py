@@ -35,19 +35,28 @@ class Counted:
     def reset(self) -> None:
         self.tx = self.rx = 0
 
-    def post(self, dist, ops: list, control: list = ()) -> None:
-        """Post ``control`` (small headers, not counted) and ``ops`` (P2POps) as one batch,
-        count the bytes of ``ops``, wait for all of them. A batch, not loose isend/irecv:
-        NCCL batches them into one group launch, and the fault injection of the tests
-        (engine/faults.py) wraps batch_isend_irecv."""
+    def count(self, dist, ops: list) -> None:
+        """Add the bytes of ``ops`` (P2POps about to be posted) to this step's traffic."""
         for op in ops:
             nbytes = op.tensor.numel() * op.tensor.element_size()
             if op.op is dist.isend:
                 self.tx += nbytes
             else:
                 self.rx += nbytes
-        for work in dist.batch_isend_irecv([*control, *ops]):
-            work.wait()
+
+    def post(self, dist, ops: list, control: list = ()) -> None:
+        """Post ``control`` (small headers, not counted) and ``ops`` (P2POps) as one batch,
+        count the bytes of ``ops``, wait for all of them."""
+        self.count(dist, ops)
+        post(dist, [*control, *ops])
+
+
+def post(dist, ops: list) -> None:
+    """One batch, then wait for all of it. A batch, not loose isend/irecv: NCCL batches them
+    into one group launch, and the fault injection of the tests (engine/faults.py) wraps
+    batch_isend_irecv."""
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
 
 
 def worker(dist, counted: Counted, gradient, result, servers: list[int], per_partition: int,
@@ -86,5 +95,43 @@ def server(dist, counted: Counted, total, slots, peers: list[int], per_partition
         for slot in slots[1:]:
             total.add_(slot)  # small integers: exact in any order
         counted.post(dist, replies)
+
+    return step
+
+
+def colocated(dist, as_worker: Counted, as_server: Counted, gradient, result, total, slots,
+              me: int, ranks: list[int], per_partition: int, group):
+    """A rank that is worker ``me`` and the server of shard ``me`` at once (S = W): its own
+    shard never leaves it, so it sends (W-1)/W of n as a worker and (W-1)·n/W as a server,
+    what reduce-scatter + allgather send. ``slots``: other worker -> its view of my shard;
+    ``ranks``: global ranks. Pushes and the sums back have their own tags (2k, 2k+1): one
+    pair of ranks carries both directions of both roles."""
+    P2POp = dist.P2POp
+    bounds = shard_bounds(gradient.numel(), len(ranks))
+    own = slice(*bounds[me])
+    pushes, pulls, receives, replies = [], [], [], []
+    for peer, (start, stop) in enumerate(bounds):
+        if peer == me:
+            continue
+        for k, (a, b) in enumerate(partitions(start, stop, per_partition)):
+            pushes.append(P2POp(dist.isend, gradient[a:b], ranks[peer], group, 2 * k))
+            pulls.append(P2POp(dist.irecv, result[a:b], ranks[peer], group, 2 * k + 1))
+        for k, (a, b) in enumerate(partitions(0, total.numel(), per_partition)):
+            receives.append(P2POp(dist.irecv, slots[peer][a:b], ranks[peer], group, 2 * k))
+            replies.append(P2POp(dist.isend, total[a:b], ranks[peer], group, 2 * k + 1))
+
+    def step() -> None:
+        as_worker.reset()
+        as_server.reset()
+        as_worker.count(dist, pushes)
+        as_server.count(dist, receives)
+        post(dist, pushes + receives)  # one batch: every rank sends and receives at once
+        total.copy_(gradient[own])
+        for slot in slots.values():
+            total.add_(slot)
+        as_worker.count(dist, pulls)
+        as_server.count(dist, replies)
+        post(dist, pulls + replies)
+        result[own].copy_(total)
 
     return step

@@ -3,6 +3,8 @@ for torch.distributed's isend/irecv, so the byte counters, the exact sums and th
 catch a dropped partition or a wrong sender are tested without starting ranks (the real runs
 are in tests/integration/test_ps.py)."""
 
+import threading
+
 import pytest
 import torch
 
@@ -13,39 +15,51 @@ COUNT = 1024  # float32 elements: n = 4096 bytes
 
 
 class Network:
-    """Messages matched by (source, destination, tag), delivered in order; a receive posted
-    before its send is filled when the send arrives. ``rank`` is who is calling now."""
+    """Messages matched by (source, destination, tag), delivered in order, between ranks that
+    run in threads; a receive waits for its send (a lost one: until WAIT_S, then it is left
+    as it was)."""
+
+    WAIT_S = 0.5
 
     def __init__(self) -> None:
-        self.rank = 0
+        self.local = threading.local()
+        self.lock = threading.Lock()
         self.sent: dict[tuple, list] = {}
         self.waiting: dict[tuple, list] = {}
         self.drop: set[tuple] = set()  # (src, dst, tag) whose first send is lost
         self.redirect: dict[int, int] = {}  # a receive from A actually gets B's message
 
+    @property
+    def rank(self) -> int:
+        return self.local.rank
+
     def isend(self, tensor, dst, group=None, tag=0):
         key = (self.rank, dst, tag)
-        if key in self.drop:
-            self.drop.discard(key)
-            return None
-        if self.waiting.get(key):
-            self.waiting[key].pop(0).copy_(tensor)
-        else:
-            self.sent.setdefault(key, []).append(tensor.clone())
-        return None
-
-    def batch(self, ops):
-        for op in ops:
-            op.op(op.tensor, op.peer, op.group, op.tag)
-        return [Done()]
+        with self.lock:
+            if key in self.drop:
+                self.drop.discard(key)
+                return Done()
+            if self.waiting.get(key):
+                target, event = self.waiting[key].pop(0)
+                target.copy_(tensor)
+                event.set()
+            else:
+                self.sent.setdefault(key, []).append(tensor.clone())
+        return Done()
 
     def irecv(self, tensor, src, group=None, tag=0):
         key = (self.redirect.get(src, src), self.rank, tag)
-        if self.sent.get(key):
-            tensor.copy_(self.sent[key].pop(0))
-        else:
-            self.waiting.setdefault(key, []).append(tensor)
-        return None
+        event = threading.Event()
+        with self.lock:
+            if self.sent.get(key):
+                tensor.copy_(self.sent[key].pop(0))
+                event.set()
+            else:
+                self.waiting.setdefault(key, []).append((tensor, event))
+        return Pending(event, self.WAIT_S)
+
+    def batch(self, ops):
+        return [op.op(op.tensor, op.peer, op.group, op.tag) for op in ops]
 
 
 class P2POp:
@@ -58,10 +72,19 @@ class Done:
         return True
 
 
-def contexts(workers, servers, partition=256, pattern="sync"):
-    options = (("servers", servers), ("partition", partition), ("mode", "sync"),
-               ("staleness", None), ("baseline", True))
-    world = workers + servers
+class Pending:
+    def __init__(self, event, timeout: float) -> None:
+        self.event, self.timeout = event, timeout
+
+    def wait(self) -> bool:
+        return self.event.wait(self.timeout)
+
+
+def contexts(workers, servers, partition=256, pattern="sync", colocate=False):
+    options = (("servers", 1 if colocate else servers), ("partition", partition),
+               ("mode", "sync"), ("staleness", None), ("baseline", True),
+               ("colocate", colocate))
+    world = workers if colocate else workers + servers
     return [OpContext(rank, world, None, "float32", "sum", None, pattern=pattern,
                       options=options) for rank in range(world)]
 
@@ -73,7 +96,8 @@ def buffers(op, ctx, count=COUNT):
     return op.views(ctx, send, recv, count)
 
 
-def one_step(monkeypatch, workers, servers, net=None, count=COUNT, partition=256):
+def one_step(monkeypatch, workers, servers, net=None, count=COUNT, partition=256,
+             colocate=False):
     """Every rank's step on the fake network: workers push, servers sum and answer. Returns
     (network, descriptor per rank, contexts, buffers)."""
     import torch.distributed as dist
@@ -83,16 +107,23 @@ def one_step(monkeypatch, workers, servers, net=None, count=COUNT, partition=256
     monkeypatch.setattr(dist, "irecv", net.irecv)
     monkeypatch.setattr(dist, "P2POp", P2POp)
     monkeypatch.setattr(dist, "batch_isend_irecv", net.batch)
-    ctxs = contexts(workers, servers, partition)
+    ctxs = contexts(workers, servers, partition, colocate=colocate)
     ops = [ps.ParameterServer() for _ in ctxs]  # one descriptor per process, as in real ranks
     bufs = [buffers(op, ctx, count) for op, ctx in zip(ops, ctxs, strict=True)]
     steps = []
     for op, ctx, buf in zip(ops, ctxs, bufs, strict=True):
         op.prepare(ctx, buf)
         steps.append(op.call(ctx, buf))
-    for rank, step in enumerate(steps):  # workers first: their pushes wait in the network
-        net.rank = rank
+    def run(rank, step):
+        net.local.rank = rank
         step()
+
+    threads = [threading.Thread(target=run, args=(rank, step))
+               for rank, step in enumerate(steps)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     return net, ops, ctxs, bufs
 
 
@@ -128,7 +159,6 @@ def test_every_worker_ends_with_the_exact_sum(monkeypatch, workers, servers):
 def test_a_dropped_partition_is_caught(monkeypatch):
     net = Network()
     net.drop.add((1, 2, 1))  # worker 1's second partition of shard 0 never reaches server 2
-    net.rank = 0
     _, ops, ctxs, bufs = one_step(monkeypatch, 2, 2, net)
     wrong = [op.wrong(ctx, buf) for op, ctx, buf in zip(ops, ctxs, bufs, strict=True)]
     assert wrong[2] > 0  # the server's slot for worker 1 kept its zeros
@@ -138,7 +168,6 @@ def test_a_dropped_partition_is_caught(monkeypatch):
 
 def test_a_wrong_sender_is_caught_even_where_the_sum_would_not_show_it(monkeypatch):
     net = Network()
-    net.redirect = {}
     _, ops, ctxs, bufs = one_step(monkeypatch, 2, 1, net)
     assert ops[2].wrong(ctxs[2], bufs[2]) == 0
     # The server's two slots swapped (worker 0's data in worker 1's slot): same sum, but each
@@ -310,3 +339,29 @@ def test_compare_keeps_runs_with_other_servers_apart():
     assert len(pairs) == 1
     with pytest.raises(UsageError, match="no measurement in common"):
         compare_rows([row(2, 100.0)], [row(1, 110.0)])  # 2+2 is not 3+1
+
+
+def test_colocated_servers_move_what_reduce_scatter_and_allgather_move(monkeypatch):
+    from commbench import collectives
+
+    count = 1020  # 3 shards of 340 float32 elements: n = 4080 B
+    _, ops, ctxs, bufs = one_step(monkeypatch, 3, 3, count=count, colocate=True)
+    assert [op.wrong(ctx, buf) for op, ctx, buf in zip(ops, ctxs, bufs, strict=True)] == [0] * 3
+    per_rank = torch.tensor([op.counters(ctx) for op, ctx in zip(ops, ctxs, strict=True)])
+    fields = ops[0].row_fields(ctxs[0], per_rank.numpy())
+    # By hand: a rank pushes 2 of its 3 shards (2720 B) and, as the server of its shard,
+    # returns the sum to 2 workers (2 x 1360 B); it receives as much.
+    assert (fields["worker_tx_bytes"], fields["server_tx_bytes"]) == (2720, 2720)
+    assert (fields["worker_rx_bytes"], fields["server_rx_bytes"]) == (2720, 2720)
+    moved = sum(collectives.get(name).busbw_factor(3) for name in ("reduce-scatter",
+                                                                  "allgather")) * count * 4
+    assert fields["worker_tx_bytes"] + fields["server_tx_bytes"] == moved
+    assert fields["servers"] == fields["workers"] == 3
+    assert ops[0].busbw_factor_in(ctxs[0]) == pytest.approx(4 / 3)
+
+
+def test_colocated_catches_a_dropped_push(monkeypatch):
+    net = Network()
+    net.drop.add((2, 0, 0))  # rank 2's first partition of shard 0 never reaches rank 0
+    _, ops, ctxs, bufs = one_step(monkeypatch, 3, 3, net, count=1020, colocate=True)
+    assert ops[0].wrong(ctxs[0], bufs[0]) > 0
