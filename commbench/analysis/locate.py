@@ -250,8 +250,11 @@ def score_metric(n: int, pairs: Sequence[PairResult], metric: str, min_effect: f
 def pair_noise(pairs: Sequence[PairResult], metric: str,
                offsets: dict[int, float] | None = None) -> float:
     """One pair's noise (robust sigma, log units): how far a pair lies from what its round and
-    its two ends predict, each taken without the pair itself (its round: the median of the
-    round's other pairs; an end: its fastest other pair).
+    its two ends predict, each taken without the pair itself and from the fastest of the
+    others (its round's other pairs, an end's other partners): slowness is what is looked
+    for, so a level must not be pulled down by it. With 3 pairs a round, the median of the
+    other two is their mean, and a slow link of 0.1x moved its round-mates' residuals by +1.1
+    (the noise read 0.64 instead of 0.3 and the link was missed).
 
     Leaving the pair out matters: medians that include it fit part of its noise away (at 8
     entities the MAD of such residuals read half the true sigma, and noise looked twice as far
@@ -284,7 +287,7 @@ def pair_noise(pairs: Sequence[PairResult], metric: str,
         if offsets and r in offsets:  # the round's own level, without this pair
             others = list(by_round[r])
             others.remove(v)
-            own = float(np.median(others)) - level if others else 0.0
+            own = float(max(others)) - level if others else 0.0
             c = v - level - own
         residuals.append(c - end(a, b) - end(b, a))
     return _robust(residuals)[1]

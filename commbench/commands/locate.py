@@ -410,13 +410,14 @@ def _write_files(path: Path, found: list, records: list[dict], view: dict, head:
     bad_entities = sorted({i for s in view["suspects"] if s["kind"] != "link"
                            for i in s["entities"]})
     links = [tuple(s["entities"]) for s in view["suspects"] if s["kind"] == "link"]
-    for metric, unit, slower_high in (("busbw", "busbw", False), ("lat", "latency", True)):
+    titles = {"busbw": f"busbw of each pair (fastest decile of calls, {head['large']}B)",
+              "lat": f"latency of each pair (fastest call, {head['small']}B)"}
+    for metric, slower_high in (("busbw", False), ("lat", True)):
         if n >= 2:
             column = "busbw_ratio" if metric == "busbw" else "lat_ratio"
             heatmap.heatmap(path / f"heatmap_{metric}.png", locate.matrix(n, pairs, metric),
-                            labels, f"locate: pair {unit} / fleet median "
-                            f"({head['large'] if metric == 'busbw' else head['small']})",
-                            slower_high, bad_entities, links,
+                            labels, f"locate: {titles[metric]} / fleet median", slower_high,
+                            bad_entities, links,
                             [r[column] for r in view["entities"] if r["kind"] != "link"])
     bad_hosts = list(dict.fromkeys(h for s in view["suspects"] if s["verdict"].startswith("bad")
                                    or s["verdict"] == "hung" for h in s["hosts"]))
