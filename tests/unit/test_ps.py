@@ -365,3 +365,12 @@ def test_colocated_catches_a_dropped_push(monkeypatch):
     net.drop.add((2, 0, 0))  # rank 2's first partition of shard 0 never reaches rank 0
     _, ops, ctxs, bufs = one_step(monkeypatch, 3, 3, net, count=1020, colocate=True)
     assert ops[0].wrong(ctxs[0], bufs[0]) > 0
+
+
+def test_run_ops_ps_points_to_its_command(tmp_path, capsys):
+    from commbench.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--ops", "allreduce,ps", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "run it as `commbench ps`" in err
