@@ -374,3 +374,18 @@ def test_run_ops_ps_points_to_its_command(tmp_path, capsys):
         main(["run", "--ops", "allreduce,ps", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "run it as `commbench ps`" in err
+
+
+def test_the_source_of_a_push_public_name_first():
+    class Public:
+        def source_rank(self):
+            return 3
+
+        def _source_rank(self):
+            raise AssertionError("the private name is the fallback only")
+
+    class Older:
+        def _source_rank(self):
+            return 2
+
+    assert ps_async.source_of(Public()) == 3 and ps_async.source_of(Older()) == 2
