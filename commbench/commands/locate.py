@@ -170,7 +170,14 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
         raise UsageError(f"bad --level {spec.level!r}: gpu, node or rail")
     if spec.confirm < 0:
         raise UsageError(f"bad --confirm {spec.confirm}: 0 or more partners")
+    if spec.backend not in ("auto", "gloo", "nccl"):
+        raise UsageError(f"bad --backend {spec.backend!r}: gloo, nccl or auto")
     backend = resolve_backends((spec.backend,))[0]
+    if backend == "nccl":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("--backend nccl needs CUDA GPUs, and none is visible here")
     world = env.world if env else (spec.nproc or _default_nproc(backend))
     if world < 2:
         raise UsageError(f"locate needs at least 2 ranks to pair (got {world})")

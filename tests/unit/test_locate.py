@@ -250,3 +250,79 @@ def test_beyond_64_entities_a_sorted_strip(tmp_path):
                   False, suspects=[5], entity_ratios=list(ratios))
     bars = fig.axes[0].patches
     assert len(bars) == n and bars[0].get_height() == pytest.approx(0.4)  # slowest first
+
+
+# ---- entities and the command line ------------------------------------------------------------
+
+
+def hosts(nodes, per_node, host="h"):
+    return [{"host": host if nodes == 1 else f"{host}{n}", "node": str(n)}
+            for n in range(nodes) for _ in range(per_node)]
+
+
+def test_levels_group_ranks_and_meet_rail_parallel():
+    from commbench.analysis import fleet
+
+    found = hosts(3, 2)
+    assert fleet.default_level(hosts(1, 4)) == "gpu"
+    assert fleet.default_level(found) == "node"
+    nodes = fleet.entities("node", found)
+    assert [(e.name, e.ranks) for e in nodes] == [("h0", (0, 1)), ("h1", (2, 3)), ("h2", (4, 5))]
+    assert fleet.rank_pairs("node", nodes[0], nodes[2]) == ((0, 4), (1, 5))
+    rails = fleet.entities("rail", found)
+    assert [(e.name, e.ranks) for e in rails] == [("rail 0", (0, 2, 4)), ("rail 1", (1, 3, 5))]
+    # rail 0 of node k meets rail 1 of node k+1: across nodes, nobody twice
+    pairs = fleet.rank_pairs("rail", rails[0], rails[1])
+    assert pairs == ((0, 3), (2, 5), (4, 1))
+    assert len({r for p in pairs for r in p}) == 6
+
+
+def test_two_agents_on_one_host_are_two_nodes():
+    from commbench.analysis import fleet
+
+    same_host = [{"host": "vm", "node": str(n)} for n in (0, 0, 1, 1)]
+    assert fleet.default_level(same_host) == "node"
+    assert [e.name for e in fleet.entities("node", same_host)] == ["vm:0", "vm:1"]
+
+
+def test_rank_rounds_expand_every_meeting():
+    from commbench.analysis import fleet
+
+    found = fleet.entities("node", hosts(4, 2))
+    rounds = fleet.rank_rounds("node", found, locate.circle_rounds(4))
+    for r in rounds:
+        ranks = [x for m in r.meetings for p in m.rank_pairs for x in p]
+        assert sorted(ranks) == list(range(8))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rounds", "some"], "--rounds"),
+        (["--rounds", "0"], "--rounds"),
+        (["--sizes", "8"], "two sizes"),
+        (["--sizes", "1,64M"], "at least 4 bytes"),
+        (["--min-effect", "ten"], "--min-effect"),
+        (["--level", "rack"], "--level"),
+        (["--confirm", "-1"], "--confirm"),
+        (["--nproc", "1"], "at least 2 ranks"),
+        (["--backend", "mpi"], "--backend"),
+    ],
+)
+def test_bad_locate_input_exits_2_with_one_line(args, message, tmp_path, capsys):
+    from commbench.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["locate", *args, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_parsers():
+    from commbench.commands.locate import parse_effect, parse_rounds, parse_sizes
+
+    assert parse_sizes("64M,8") == (8, 64 << 20)
+    assert parse_effect("10%") == pytest.approx(0.1) == parse_effect("0.1")
+    assert parse_rounds("Quick") == "quick" and parse_rounds("7") == "7"
