@@ -75,6 +75,7 @@ class MeasureSpec:
     min_time: float = DEFAULT_MIN_TIME
     check: bool = True
     inplace: bool = False
+    both_places: bool = False  # out-of-place then in-place, where an op has both
     timeout: float = DEFAULT_TIMEOUT
     root: int = 0
     patterns: tuple[str, ...] = ("pingpong",)  # p2p is measured once per pattern
@@ -382,6 +383,12 @@ def validate(config: MeasureSpec, world: int) -> None:
     ops = [collectives.get(name) for name in config.ops]
     if config.inplace and not any(op.has_in_place for op in ops):
         raise UsageError("--inplace means something for allgather and reduce-scatter only")
+    if config.both_places and config.inplace:
+        raise UsageError("--both-places measures in-place and out-of-place already: drop "
+                         "--inplace")
+    if config.both_places and not any(op.has_in_place for op in ops):
+        raise UsageError("--both-places means something for allgather and reduce-scatter "
+                         "only")
     if config.peers and config.mesh:
         raise UsageError("--peers names global ranks; with --mesh, p2p pairs neighbours along "
                          "the dimension: drop one of them")

@@ -109,6 +109,10 @@ def _measuring_options(
         "min or rank0 (nccl-tests -a 1, 3, 2, 0 also accepted)."),
     inplace: bool = typer.Option(DEFAULTS.inplace, "--inplace",
                                  help="The in-place variant (allgather, reduce-scatter)."),
+    both_places: bool = typer.Option(
+        DEFAULTS.both_places, "--both-places",
+        help="Out-of-place and in-place in one launch, as nccl-tests' two column groups "
+        "(allgather, reduce-scatter; one table each)."),
     blocking: bool = typer.Option(
         DEFAULTS.blocking, "--blocking",
         help="CUDA: wait for each call before the next (nccl-tests -z 1).",
@@ -173,7 +177,7 @@ def _takes(op: collectives.Collective | None, option: str) -> bool:
         return True
     if option in _SIZED:
         return op.sized
-    if option == "inplace":
+    if option in ("inplace", "both_places"):
         return op.has_in_place
     if option == "root":
         return op.rooted

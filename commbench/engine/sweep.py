@@ -46,15 +46,23 @@ REDUCE_OPS = {
 }
 
 
-def plan(spec: MeasureSpec) -> list[tuple[str, str, Collective, str]]:
-    """(backend, mesh dim, op, variant) in the order they run; dim '' is the whole world."""
+def plan(spec: MeasureSpec) -> list[tuple[str, str, Collective, str, bool]]:
+    """(backend, mesh dim, op, variant, in place) in the order they run; dim '' is the whole
+    world. --both-places runs an op that has both forms out of place, then in place."""
     return [
-        (backend, dim, collectives.get(name), variant)
+        (backend, dim, op, variant, inplace)
         for backend in spec.backends
         for dim in (spec.dims or ("",))
-        for name in spec.ops
-        for variant in collectives.get(name).variants(spec.patterns, spec.op_options)
+        for op in (collectives.get(name) for name in spec.ops)
+        for variant in op.variants(spec.patterns, spec.op_options)
+        for inplace in places(spec, op)
     ]
+
+
+def places(spec: MeasureSpec, op: Collective) -> tuple[bool, ...]:
+    if spec.both_places and op.has_in_place:
+        return (False, True)
+    return (spec.inplace,)
 
 
 def dim_size(spec: MeasureSpec, dim: str, world: int) -> int:
@@ -116,11 +124,12 @@ class Sweep:
         self._noted: set[str] = set()
         self._warm: set[tuple[str, str]] = set()  # (backend, dim) groups warmed up
         self._backend, self._dim = "", ""  # what _measure_op is measuring now
+        self._inplace = spec.inplace
 
     def planned_rows(self) -> int:
         spec, world = self.spec, self.session.world
         total = 0
-        for _, dim, op, _ in plan(spec):
+        for _, dim, op, _, _ in plan(spec):
             size = dim_size(spec, dim, world)
             rows = 1 + (world // size if spec.per_group and dim else 0)
             total += len(counts_for(op, spec, size)) * rows
@@ -139,8 +148,8 @@ class Sweep:
 
     def run(self) -> None:
         """Measure everything, in plan order."""
-        for backend, dim, op, variant in plan(self.spec):
-            self._measure_op(backend, dim, op, variant)
+        for backend, dim, op, variant, inplace in plan(self.spec):
+            self._measure_op(backend, dim, op, variant, inplace)
 
     def _note(self, text: str) -> None:
         if self.sink is not None and text not in self._noted:
@@ -158,7 +167,7 @@ class Sweep:
             reduce_op=spec.reduce_op,
             torch_op=REDUCE_OPS[spec.reduce_op],
             root=spec.root,
-            inplace=spec.inplace,
+            inplace=self._inplace,
             pattern=pattern,
             pairs=spec.peers,
             window=spec.window,
@@ -166,9 +175,10 @@ class Sweep:
             options=spec.op_options,
         )
 
-    def _measure_op(self, backend: str, dim: str, op: Collective, pattern: str) -> None:
+    def _measure_op(self, backend: str, dim: str, op: Collective, pattern: str,
+                    inplace: bool = False) -> None:
         spec, session = self.spec, self.session
-        self._backend, self._dim = backend, dim
+        self._backend, self._dim, self._inplace = backend, dim, inplace
         device = spec.device_for(backend)
         groups = session.groups_for(backend, device, spec.mesh, dim)
         ctx = self._context(groups, pattern)

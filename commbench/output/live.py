@@ -115,6 +115,7 @@ class Live(_Stdout, Notes):
         self._first_backend = ""
         self._several = False
         self._per_group = False
+        self._both_places = False
         self._footer_rows: list[dict] = []  # what the footer needs of every row
 
     def begin(self, meta: dict, planned: int) -> None:
@@ -125,6 +126,7 @@ class Live(_Stdout, Notes):
         self._several = len(backends) > 1
         self._first_backend = backends[0] if backends else ""
         self._per_group = bool((meta.get("config") or {}).get("per_group"))
+        self._both_places = bool((meta.get("config") or {}).get("both_places"))
         if self.progress:
             from rich.progress import (
                 BarColumn,
@@ -164,14 +166,16 @@ class Live(_Stdout, Notes):
         from commbench.output.tables import Layout
 
         per_group = self._per_group and bool(record.get("dim"))
-        key = (tables.group_key(record), record["backend"])
+        key = (tables.group_key(record), record["backend"], bool(record.get("inplace")))
         if key != self._table:
             self._table = key
             columns = tables.sweep_columns(per_group, self._several, self._first_backend)
             self._layout = Layout(columns, [], tables.terminal_width())
             backend = f" {record['backend']}" if not self._several else ""
             self._print("")
-            self._print(f"# {tables.group_title(record)}{backend} "
+            place = ((" (in place)" if record.get("inplace") else " (out of place)")
+                     if self._both_places else "")  # --both-places: nccl-tests' two groups
+            self._print(f"# {tables.group_title(record)}{backend}{place} "
                         f"[{tables.timing_note(record)}]",
                         soft_wrap=False)  # prose: wrapped to the terminal
             for line in self._layout.header():

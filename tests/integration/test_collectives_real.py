@@ -163,3 +163,13 @@ def test_p2p_between_chosen_peers_leaves_the_others_out(run_cli):
     for row in rows:
         assert row["peers"] == "0:3" and row["wrong"] == 0 and row["validation"] == "full"
         assert row["slowest_rank"] in (0, 3)
+
+
+def test_both_places_in_one_launch_like_nccl_tests_two_column_groups(run_cli):
+    done, run_dir = run_cli("reduce-scatter", "--both-places", "--sizes", "1K,8K", "--iters",
+                            "6", "--rounds", "1")
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(run_dir)
+    assert [(r["size_bytes"], r["inplace"]) for r in rows] == [
+        (1024, False), (8192, False), (1024, True), (8192, True)]
+    assert all(r["wrong"] == 0 and r["validation"] == "full" for r in rows)

@@ -115,3 +115,16 @@ def test_a_mistake_is_answered_with_what_to_type(args, expected, tmp_path, capsy
         main(args)
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip() == expected
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["allreduce", "--both-places"], "allgather and reduce-scatter"),
+    (["allgather", "--both-places", "--inplace"], "drop --inplace"),
+    (["run", "--ops", "allreduce,broadcast", "--both-places"], "allgather and reduce-scatter only"),
+])
+def test_both_places_is_refused_where_it_means_nothing(args, says, capsys):
+    from commbench.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main([*args, "--dry-run"])
+    assert stop.value.code == 2 and says in capsys.readouterr().err

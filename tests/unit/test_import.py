@@ -497,7 +497,8 @@ def test_import_then_load_and_compare_pairs_every_row(kind, path, op, world, tmp
     assert {r["source"] for r in run.rows} == {kind}
     result = compare_runs([run, run], "lat_us_p50", 0.05, None)
     frame = result.frame
-    assert len(frame) == len(run.rows) and result.warnings == [] and result.apart == []
+    assert len(frame) == len(run.rows) and result.apart == []
+    assert result.warnings == ["imported is compared with itself: every row can only be the same"]
     assert set(frame["verdict"]) == {"same"}
     for name in ("results.csv", "summary.md", "latency.png"):
         assert (folder / name).exists(), name
