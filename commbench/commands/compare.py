@@ -21,9 +21,12 @@ STYLES = {"slower": "red", "faster": "green", "noisy": "yellow"}
 def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str | None,
                 fail_on_regression: bool, markdown: str | None, json_rows: bool,
                 out: str | None, allow_partial: bool = False) -> int:
+    from commbench.commands.locate_compare import is_locate_run, run_locate_compare
     from commbench.output import console as tables
     from commbench.output.tables import Layout
 
+    if paths and all(is_locate_run(path) for path in paths):  # locate runs: per entity
+        return run_locate_compare(paths, json_rows, fail_on_regression)
     threshold = parse_threshold(threshold_text)
     runs = [load_run(path) for path in paths]
     result = compare_runs(runs, metric, threshold, sizes)

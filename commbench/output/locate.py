@@ -87,3 +87,24 @@ def write_matrix(path: Path, values: np.ndarray, labels: Sequence[str]) -> None:
         writer.writerow(["", *labels])
         for label, row in zip(labels, values, strict=True):
             writer.writerow([label, *("" if not math.isfinite(v) else f"{v:.6g}" for v in row)])
+
+
+def compare_lines(rows: Sequence[dict], paths: Sequence[str]) -> list[str]:
+    """The before / after table of two locate runs, entities then links."""
+
+    def number(value, digits=3) -> str:
+        return "-" if not math.isfinite(value) else f"{value:.{digits}g}"
+
+    lines = [f"# before: {paths[0]}", f"# after:  {paths[1]}",
+             f"{'entity':<20} {'busbw before':>12} {'after':>8} {'ratio':>6} "
+             f"{'lat us before':>13} {'after':>8} {'ratio':>6}  {'before':<12} {'after':<12} "
+             "change"]
+    for r in rows:
+        lines.append(f"{r['entity']:<20} {number(r['busbw_before']):>12} "
+                     f"{number(r['busbw_after']):>8} {_ratio(r['busbw_ratio']):>6} "
+                     f"{number(r['lat_before']):>13} {number(r['lat_after']):>8} "
+                     f"{_ratio(r['lat_ratio']):>6}  {r['before']:<12} {r['after']:<12} "
+                     f"{r['change']}")
+    lines.append("# busbw GB/s (fastest decile of calls), latency of the fastest call; ratio = "
+                 "after / before")
+    return lines

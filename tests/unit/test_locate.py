@@ -326,3 +326,70 @@ def test_parsers():
     assert parse_sizes("64M,8") == (8, 64 << 20)
     assert parse_effect("10%") == pytest.approx(0.1) == parse_effect("0.1")
     assert parse_rounds("Quick") == "quick" and parse_rounds("7") == "7"
+
+
+# ---- the run folder and compare, offline ------------------------------------------------------
+
+
+def locate_folder(path, slow=None, confirm=3):
+    """A locate run folder as rank 0 leaves it (run.json with the entities, pairs.jsonl), from
+    a synthetic fleet, then finished by the command as after a real run."""
+    import json
+    from dataclasses import asdict
+
+    from commbench.analysis import fleet as levels
+    from commbench.commands.locate import LocateOutput, LocateSpec, finish
+
+    n = 6
+    found = levels.entities("gpu", [{"host": "h", "node": ""}] * n)
+    main = fleet(n, slow=slow)
+    attribution = locate.attribute(n, main)
+    again = fleet(n, slow=slow, seed=5,
+                  rounds=locate.confirmation_rounds(n, attribution, confirm, 5))
+    path.mkdir()
+    (path / "run.json").write_text(json.dumps({"entities": [asdict(e) for e in found],
+                                               "world_size": n, "nnodes": 1}))
+    with open(path / "pairs.jsonl", "w") as handle:
+        for p in main + again:
+            handle.write(json.dumps({"round": p.round, "phase": p.phase, "a": p.a, "b": p.b,
+                                     "ranks": [[p.a, p.b]], "size_large": 262144,
+                                     "size_small": 8, "busbw_gbps": p.busbw,
+                                     "lat_us_p50": p.lat, "lat_us_p99": p.lat_p99,
+                                     "wrong": 0, "status": "ok"}) + "\n")
+    return finish(path, LocateSpec(small=8, large=262144), LocateOutput(), "", "gloo")
+
+
+def test_the_folder_names_the_bad_rank_in_every_file(tmp_path, capsys):
+    import csv
+
+    found = locate_folder(tmp_path / "before", slow={2: 0.4})
+    assert found["bad"]
+    folder = tmp_path / "before"
+    with open(folder / "entities.csv") as handle:
+        rows = {r["entity"]: r for r in csv.DictReader(handle)}
+    assert rows["rank 2"]["verdict"] == "bad gpu" and rows["rank 2"]["confirmed"] == "3/3"
+    assert {rows[f"rank {e}"]["verdict"] for e in (0, 1, 3, 4, 5)} == {"ok"}
+    assert (folder / "bad-hosts.txt").read_text() == "h\n"
+    assert "| bad gpu | rank 2 |" in (folder / "summary.md").read_text()
+    assert "bad gpu      rank 2: 0.40x the fleet median busbw" in capsys.readouterr().out
+
+
+def test_compare_of_two_locate_runs_shows_the_repair(tmp_path, capsys):
+    from commbench.cli import main
+
+    locate_folder(tmp_path / "before", slow={2: 0.4})
+    locate_folder(tmp_path / "after")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        main(["compare", str(tmp_path / "before"), str(tmp_path / "after"),
+              "--fail-on-regression"])
+    assert done.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    (rank2,) = [line for line in lines if line.startswith("rank 2 ") and " - " not in line]
+    assert rank2.split()[-4:] == ["bad", "gpu", "ok", "repaired"]
+    assert "2.50x" in rank2  # busbw after / before
+    with pytest.raises(SystemExit) as done:
+        main(["compare", str(tmp_path / "after"), str(tmp_path / "before"),
+              "--fail-on-regression"])
+    assert done.value.code == 1
+    assert "rank 2 (new)" in capsys.readouterr().err
