@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
 # run.json's format_version: a reader refuses a newer major version; a minor bump only adds.
-FORMAT_VERSION = "1.1"
+FORMAT_VERSION = "1.2"  # 1.2: the ps columns
 
 
 @dataclass
