@@ -475,6 +475,34 @@ def hung_suspects(pairs: Sequence[PairResult], names: list[str]) -> list[Suspect
     return found
 
 
+def wrong_suspects(n: int, pairs: Sequence[PairResult], names: list[str],
+                   kind: str) -> list[Suspect]:
+    """Pairs whose data arrived wrong (validation is exact, so no retest is needed): an entity
+    wrong with more than half of its partners (at least 2) is bad itself, any other wrong pair
+    is a bad link."""
+    wrong = [p for p in pairs if p.status == "wrong"]
+    partners: dict[int, set[int]] = {}
+    tested: dict[int, set[int]] = {}
+    for p in pairs:
+        for me, other in ((p.a, p.b), (p.b, p.a)):
+            tested.setdefault(me, set()).add(other)
+    for p in wrong:
+        partners.setdefault(p.a, set()).add(p.b)
+        partners.setdefault(p.b, set()).add(p.a)
+    bad = {e for e, found in partners.items()
+           if len(found) >= 2 and 2 * len(found) > len(tested.get(e, ()))}
+    found = [Suspect(kind, (e,), "busbw", float("nan"), float("nan"),
+                     (len(partners[e]), len(tested[e])), verdict=f"bad {kind}",
+                     evidence=f"{names[e]}: wrong results with {len(partners[e])}/"
+                              f"{len(tested[e])} partners")
+             for e in sorted(bad)]
+    for link in sorted({(p.a, p.b) for p in wrong if p.a not in bad and p.b not in bad}):
+        found.append(Suspect("link", link, "busbw", float("nan"), float("nan"),
+                             verdict="bad link",
+                             evidence=f"{names[link[0]]} - {names[link[1]]}: wrong results"))
+    return found
+
+
 def matrix(n: int, pairs: Sequence[PairResult], metric: str,
            relative: bool = True) -> np.ndarray:
     """n x n of a metric's value over the fleet median (NaN = untested), from the main pairs

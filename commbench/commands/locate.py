@@ -337,6 +337,7 @@ def findings(found: list, records: list[dict], spec: LocateSpec) -> dict:
     attribution = locate.attribute(n, pairs, kind, spec.min_effect)
     judged = locate.confirm_suspects(attribution, pairs, names, spec.min_effect)
     judged += locate.hung_suspects(pairs, names)
+    judged += locate.wrong_suspects(n, pairs, names, kind)
     rows = [_suspect_row(s, found) for s in judged]
     view = dict(empty, attribution=attribution)
     view["suspects"] = [r for r in rows if r["verdict"] != "transient"]

@@ -393,3 +393,15 @@ def test_compare_of_two_locate_runs_shows_the_repair(tmp_path, capsys):
               "--fail-on-regression"])
     assert done.value.code == 1
     assert "rank 2 (new)" in capsys.readouterr().err
+
+
+def test_wrong_results_name_the_entity_or_the_link():
+    pairs = fleet(6)
+    names = [f"rank {e}" for e in range(6)]
+    broken = [PairResult(p.round, p.a, p.b, p.busbw, p.lat, status="wrong")
+              if 3 in (p.a, p.b) or (p.a, p.b) == (0, 1) else p for p in pairs]
+    found = locate.wrong_suspects(6, broken, names, "gpu")
+    assert [(s.kind, s.entities, s.verdict) for s in found] == [
+        ("gpu", (3,), "bad gpu"), ("link", (0, 1), "bad link")]
+    assert found[0].evidence == "rank 3: wrong results with 5/5 partners"
+    assert locate.wrong_suspects(6, pairs, names, "gpu") == []
