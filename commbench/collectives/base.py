@@ -138,6 +138,11 @@ class Collective:
         then 2 servers, and NCCL needs a GPU for every server too')."""
         return ""
 
+    def concurrent_messages(self, ctx: OpContext) -> int:
+        """Transfers in flight side by side while one is timed, for a message rate (p2p
+        mbw_mr: one per pair, as osu_mbw_mr counts); 0 = the row reports no rate."""
+        return 0
+
     def counters(self, ctx: OpContext) -> list[float]:
         """Numbers this rank counted while it ran the size (ps: bytes it sent and received),
         all-gathered after the check; every rank returns the same length ([] = none)."""

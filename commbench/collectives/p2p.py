@@ -6,6 +6,9 @@
   ``-W``), then a 1-element acknowledgement; the time is per message.
 - bidir (osu_bibw): both ranks of a pair send a window to each other at once.
 - ring (nccl-tests sendrecv): every rank sends to rank+1 and receives from rank-1.
+- mbw_mr (osu_mbw_mr): the first half of the ranks each stream a window to a partner in the
+  second half (rank r to r + n/2), all pairs at once; the row's ``msg_rate`` is messages per
+  second over every pair, its time and bandwidth those of one pair's message.
 
 Pairs are (0,1), (2,3), ... of the group unless ``--peers`` chose them; a rank in no pair idles
 in the pair patterns and is left out of the row's time and skew.
@@ -16,7 +19,8 @@ from __future__ import annotations
 from commbench.collectives import data
 from commbench.collectives.base import Buffers, Collective, Layout, OpContext, backend_of
 
-PATTERNS = ("pingpong", "unidir", "bidir", "ring")
+PATTERNS = ("pingpong", "unidir", "bidir", "ring", "mbw_mr")
+STREAMING = ("unidir", "mbw_mr")  # a window one way, then an acknowledgement
 WINDOW = 64  # osu_bw's window: messages in flight per iteration (--window)
 
 
@@ -24,6 +28,9 @@ def pairs_of(ctx: OpContext) -> tuple[tuple[int, int], ...]:
     """The (first, second) pairs of the pair patterns, in group ranks."""
     if ctx.pairs:
         return ctx.pairs
+    if ctx.pattern == "mbw_mr":
+        half = ctx.world // 2
+        return tuple((r, r + half) for r in range(half))
     return tuple((r, r + 1) for r in range(0, ctx.world - 1, 2))
 
 
@@ -60,9 +67,12 @@ class PointToPoint(Collective):
     def messages_per_iteration(self, ctx: OpContext, bufs: Buffers) -> int:
         if ctx.pattern == "pingpong":
             return 2  # a round trip is two one-way transfers
-        if ctx.pattern in ("unidir", "bidir"):
+        if ctx.pattern in ("unidir", "bidir", "mbw_mr"):
             return ctx.window
         return 1
+
+    def concurrent_messages(self, ctx: OpContext) -> int:
+        return len(pairs_of(ctx)) if ctx.pattern == "mbw_mr" else 0
 
     def active(self, ctx: OpContext) -> bool:
         return ctx.pattern == "ring" or partner(ctx) is not None
@@ -72,7 +82,7 @@ class PointToPoint(Collective):
         if ctx.pattern == "ring":
             return (ctx.rank - 1) % ctx.world
         found = partner(ctx)
-        if found is None or (ctx.pattern == "unidir" and found[1]):
+        if found is None or (ctx.pattern in STREAMING and found[1]):
             return None
         return found[0]
 

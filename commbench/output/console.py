@@ -192,7 +192,10 @@ def sweep_row(record: dict, per_group: bool, several: bool, reference: float | N
     if several:
         cells.insert(3, str(record["backend"]))
         cells.append(f"{record['lat_us_p50'] / reference:.2f}x" if reference else "-")
-    return [*cells, "unstable" if record.get("unstable") else ""]
+    rate = record.get("msg_rate") or 0  # p2p mbw_mr: messages/s over every pair, as OSU's
+    notes = [f"{rate:,.0f} msg/s" if rate > 0 else "", "unstable" if record.get("unstable")
+             else ""]
+    return [*cells, " ".join(note for note in notes if note)]
 
 
 def reference_key(record: dict) -> tuple:

@@ -63,6 +63,8 @@ class Row:
     group_hosts: str = ""
     peers: str = ""  # p2p pairs, "0:1,2:3"
     timer: str = ""  # host | host-sync | cuda-event | cuda-graph
+    # p2p mbw_mr (osu_mbw_mr): messages per second over every pair at once (0 = not a rate)
+    msg_rate: float = 0.0
     rounds: int = 1  # interleaved rounds the size was measured in (--rounds)
     launch: int = 0  # which of the run's --repeat launches measured the row
     # ps (collectives/ps.py): the roles, and the bytes each role moved in one step, as the

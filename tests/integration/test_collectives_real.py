@@ -173,3 +173,21 @@ def test_both_places_in_one_launch_like_nccl_tests_two_column_groups(run_cli):
     assert [(r["size_bytes"], r["inplace"]) for r in rows] == [
         (1024, False), (8192, False), (1024, True), (8192, True)]
     assert all(r["wrong"] == 0 and r["validation"] == "full" for r in rows)
+
+
+def test_mbw_mr_pairs_each_rank_with_one_half_a_world_away_and_reports_a_rate(run_cli):
+    """osu_mbw_mr's layout: rank r streams to r + n/2. A result moved on rank 2 is caught
+    there (it receives from rank 0); under unidir's (0,1),(2,3) rank 2 only sends, so the
+    same fault finds nothing: the pairing is what the pattern says."""
+    args = ("p2p", "--nproc", "4", "--sizes", "1K", "--iters", "10", "--rounds", "1")
+    done, run_dir = run_cli(*args, "--pattern", "mbw_mr")
+    assert done.returncode == 0, done.stderr
+    (row,) = read_rows(run_dir)
+    assert row["pattern"] == "mbw_mr" and row["wrong"] == 0 and row["validation"] == "full"
+    assert row["msg_rate"] > 0
+    broken, run_dir = run_cli(*args, "--pattern", "mbw_mr", "--name", "mr-shift",
+                              env={"COMMBENCH_FAULT": "shift:2"})
+    assert broken.returncode == 1 and read_rows(run_dir)[0]["wrong"] > 0
+    other, run_dir = run_cli(*args, "--pattern", "unidir", "--name", "uni-shift",
+                             env={"COMMBENCH_FAULT": "shift:2"})
+    assert other.returncode == 0 and read_rows(run_dir)[0]["msg_rate"] == 0
