@@ -18,9 +18,13 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commbench.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
 from commbench.sizes import format_size, parse_size
+
+if TYPE_CHECKING:
+    from commbench.analysis.locate import PairResult
 
 PAIRS_JSONL = "pairs.jsonl"
 LEVELS = ("gpu", "node", "rail")
@@ -117,7 +121,7 @@ def _entity(found: dict):
                   tuple(found["ranks"]))
 
 
-def pair_result(record: dict):
+def pair_result(record: dict) -> PairResult:
     from commbench.analysis.locate import PairResult
 
     # A pair is judged on its fast calls: waiting for a CPU (ranks sharing cores) or for a
