@@ -5,6 +5,11 @@ from typing import Optional
 
 import typer
 
+from commbench.commands.locate import LocateSpec
+from commbench.sizes import format_size
+
+DEFAULTS = LocateSpec()  # every default stated once, in the spec
+
 
 def register(app: typer.Typer) -> None:
     @app.command("locate")
@@ -12,21 +17,26 @@ def register(app: typer.Typer) -> None:
         level: Optional[str] = typer.Option(  # noqa: UP045
             None, "--level", help="gpu (each rank), node (a node's ranks together) or rail "
             "(local rank r of every node); default gpu on one node, node on several."),
-        rounds: str = typer.Option("full", "--rounds", help="full (every pair: N-1 rounds of "
-                                   "N/2 concurrent pairs), quick (a few seeded rounds) or K."),
-        sizes: str = typer.Option("8,64M", "--sizes", "-s", help="SMALL,LARGE: latency at the "
+        rounds: str = typer.Option(
+            DEFAULTS.rounds, "--rounds", help="full (every pair: N-1 rounds of N/2 concurrent "
+            "pairs), quick (a few seeded rounds) or K."),
+        sizes: str = typer.Option(f"{DEFAULTS.small},{format_size(DEFAULTS.large)}", "--sizes",
+                                  "-s", help="SMALL,LARGE: latency at the "
                                   "small size, busbw (bidirectional p2p) at the large one."),
-        confirm: int = typer.Option(3, "--confirm", help="Known-good partners each suspect is "
-                                    "retested against (a link: retests of the pair)."),
-        min_effect: str = typer.Option("10%", "--min-effect", help="A suspect is at least this "
-                                       "much slower than the fleet median (and 3.5 robust z)."),
+        confirm: int = typer.Option(
+            DEFAULTS.confirm, "--confirm", help="Known-good partners each suspect is retested "
+            "against (a link: retests of the pair)."),
+        min_effect: str = typer.Option(
+            f"{DEFAULTS.min_effect:.0%}", "--min-effect", help="A suspect is at least this much "
+            "slower than the fleet median (and 3.5 robust z)."),
         nproc: Optional[int] = typer.Option(  # noqa: UP045
             None, "--nproc", help="Local ranks to start (default: one per GPU, else 4; not "
             "under a launcher)."),
-        timeout: float = typer.Option(300.0, "--timeout", "-T", help="Seconds a pair (or the "
-                                      "rendezvous) may take before the run fails naming it."),
-        backend: str = typer.Option("auto", "--backend", help="nccl, gloo or auto."),
-        seed: int = typer.Option(0, "--seed", help="Shuffle of --rounds quick."),
+        timeout: float = typer.Option(
+            DEFAULTS.timeout, "--timeout", "-T", help="Seconds a pair (or the rendezvous) may "
+            "take before the run fails naming it."),
+        backend: str = typer.Option(DEFAULTS.backend, "--backend", help="nccl, gloo or auto."),
+        seed: int = typer.Option(DEFAULTS.seed, "--seed", help="Shuffle of --rounds quick."),
         out: str = typer.Option("results", "--out", help="Results root."),
         name: Optional[str] = typer.Option(None, "--name", help="Run folder name."),  # noqa: UP045
         force: bool = typer.Option(False, "--force", help="Replace a folder named --name."),
@@ -39,7 +49,6 @@ def register(app: typer.Typer) -> None:
         suspect; 3: the run failed (partial matrix kept)."""
         from commbench.commands.locate import (
             LocateOutput,
-            LocateSpec,
             parse_effect,
             parse_rounds,
             parse_sizes,
