@@ -22,6 +22,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help, as click and nccl-tests print it: rich's boxed panels spend a third of an
+    # 80-column terminal on borders and a type column (<str>, <list[str]>, <bool> on --help).
+    rich_markup_mode=None,
 )
 
 

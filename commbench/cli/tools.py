@@ -53,8 +53,9 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Compare runs: baseline, new, ratio and a verdict per (op, backend, size). A row is slower
-        only beyond --threshold AND when the 95% intervals of the medians do not overlap; beyond the
-        threshold with overlapping intervals it is noisy. Rows that measured different things
+        only beyond --threshold AND when the 95% interval of the ratio of medians (a bootstrap
+        over each run's launches, rounds and blocks) lies wholly above 1; beyond the threshold
+        with an interval that reaches 1 it is noisy. Rows that measured different things
         (reduce op, in-place, root, rank-time, mesh dim ...) are kept apart and named."""
         from commbench.commands.compare import run_compare
 
