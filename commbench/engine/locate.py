@@ -26,6 +26,7 @@ from commbench.engine.failures import RankFailure, diagnose
 from commbench.engine.faults import Injector
 from commbench.engine.session import Session
 from commbench.engine.timers import HostTimer
+from commbench.errors import Interrupted
 from commbench.results import now
 from commbench.stats import median_ci
 
@@ -142,20 +143,29 @@ class _Runner:
                 self.position = waiting
                 self.session.at(waiting)
                 gathered = self.session.control.objects(result)
-        except RankFailure:
+        except (RankFailure, Interrupted) as failure:
+            if self.position != waiting:
+                raise
+            # Waiting for the round: whoever is elsewhere hung. The first rank to time out
+            # closes its connections, so the others may see a lost peer (or the launcher's
+            # SIGTERM) before their own timeout: every one of them names the same pair.
+            late = self.session.watch.lagging(waiting)
             if self.sink is not None:
-                self._hung(round_, waiting)
-            raise
+                self._hung(round_, {rank for rank, _ in late})
+            if not late or not isinstance(failure, RankFailure):
+                raise
+            blame = "; ".join(f"rank {rank} was at {where}" for rank, where in late)
+            raise RankFailure("timeout", f"timeout after {self.job.timeout:g}s in {waiting}: "
+                              f"{blame}") from None
         records = [self._record(round_, m, gathered) for m in round_.meetings]
         self.records += records
         if self.sink is not None:
             for record in records:
                 self.sink.pair(record)
 
-    def _hung(self, round_, waiting: str) -> None:
+    def _hung(self, round_, late: set[int]) -> None:
         """Rank 0, when its round timed out: a 'hung' record for each meeting with a rank
         that never finished its pair (the partial matrix keeps them)."""
-        late = {rank for rank, _ in self.session.watch.lagging(waiting)}
         for m in round_.meetings:
             if late & {r for p in m.rank_pairs for r in p}:
                 self.sink.pair({"round": round_.index, "phase": round_.phase, "a": m.a,

@@ -110,7 +110,8 @@ def test_a_hung_pair_ends_the_run_with_the_partial_matrix(tmp_path):
     assert "rank 3 was at locate round 3 (main), pair 1-3" in done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["status"] == "partial"
-    assert [(s["verdict"], s["ranks"]) for s in summary["suspects"]] == [("hung", [1, 3])]
+    assert [s["ranks"] for s in summary["suspects"] if s["verdict"] == "hung"] == [[1, 3]]
+    assert bad(summary) == []  # what rounds 0-2 hint at is unconfirmed: inconclusive at most
     with open(run / "pairs.csv") as handle:
         pairs = list(csv.DictReader(handle))
     assert [p["status"] for p in pairs].count("ok") == 9  # rounds 0-2
