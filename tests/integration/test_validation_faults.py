@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 ELEMENTS = {"clean": 840, "noop": 1680, "shift": 3360, "neighbour": 6720}
 ITEMSIZE = {"float32": 4, "int32": 4, "bfloat16": 2}
 OPS = "allreduce,reduce-scatter,allgather,alltoall,broadcast,reduce,gather,scatter,p2p"
-PATTERNS = ("pingpong", "unidir", "bidir", "ring")
+PATTERNS = ("pingpong", "unidir", "bidir", "ring", "mbw_mr")
 
 
 @pytest.mark.parametrize(
