@@ -60,8 +60,11 @@ def test_a_real_slowdown_fails_the_gate(tmp_path):
     fail. 3x, not 1.5x: one pair on a shared 2-core machine must not be a coin toss."""
     from tests.conftest import commbench
 
-    args = ["allreduce", "--sizes", "64K,1M", "--min-time", "0.4", "--rounds", "4", "--nproc",
-            "2", "--quiet"]
+    # 10 rounds and 3 sizes: with 4 rounds and 2 sizes, 1 pair in 8 read both rows noisy
+    # (a 2.7x ratio with an interval of 0.95-4.70) on the idle VM, and CI met one; with 10
+    # rounds 15 of 16 rows read slower and every pair had one.
+    args = ["allreduce", "--sizes", "64K,256K,1M", "--min-time", "0.5", "--rounds", "10",
+            "--nproc", "2", "--quiet"]
     _, base = commbench([*args, "--name", "a"], tmp_path, check_rc=0)
     _, slow = commbench([*args, "--name", "b"], tmp_path, check_rc=0,
                         env={"COMMBENCH_FAULT": "slow=3:*:allreduce"})
