@@ -1,6 +1,8 @@
 """--rounds on real gloo ranks: every size measured in interleaved rounds, checked, rows in
 size order once an op's last round is done, and the rows of finished ops kept on a crash."""
 
+import json
+
 import pytest
 
 from tests.conftest import read_meta, read_rows
@@ -55,20 +57,23 @@ def test_repeat_runs_fresh_launches_into_one_folder_and_compare_pools_them(run_c
 
 
 def test_a_real_slowdown_fails_the_gate(tmp_path):
-    """One real A/B pair: B's allreduce calls each cost 3x their own time inside the ranks
-    (COMMBENCH_FAULT slow=3), through the real transport; compare must call it slower and
-    fail. 3x, not 1.5x: one pair on a shared 2-core machine must not be a coin toss."""
+    """One real A/B pair: B's allreduce calls each cost 8x their own time inside the ranks
+    (COMMBENCH_FAULT slow=8), through the real transport; compare must call it slower and
+    fail. 8x, not 1.5x: one pair on a shared 2-core machine must not be a coin toss."""
     from tests.conftest import commbench
 
-    # 10 rounds and 3 sizes: with 4 rounds and 2 sizes, 1 pair in 8 read both rows noisy
-    # (a 2.7x ratio with an interval of 0.95-4.70) on the idle VM, and CI met one; with 10
-    # rounds 15 of 16 rows read slower and every pair had one.
+    # 10 rounds, 3 sizes, 8x: with 4 rounds, 2 sizes and 3x, 1 pair in 8 read every row
+    # noisy (a 2.7x ratio, interval 0.95-4.70) on the idle VM; 10 rounds read 15 of 16 rows
+    # slower there, yet two clean-clone CI runs of the whole suite still met a pair with no
+    # slower row at 3x. The gate's power at small factors is measured in bench/gate.py.
     args = ["allreduce", "--sizes", "64K,256K,1M", "--min-time", "0.5", "--rounds", "10",
             "--nproc", "2", "--quiet"]
     _, base = commbench([*args, "--name", "a"], tmp_path, check_rc=0)
     _, slow = commbench([*args, "--name", "b"], tmp_path, check_rc=0,
-                        env={"COMMBENCH_FAULT": "slow=3:*:allreduce"})
+                        env={"COMMBENCH_FAULT": "slow=8:*:allreduce"})
     done, _ = commbench(["compare", str(base), str(slow), "--json", "--fail-on-regression"],
                         tmp_path)
     pairs = [line for line in done.stdout.splitlines() if '"verdict"' in line]
-    assert done.returncode == 1 and any('"verdict": "slower"' in p for p in pairs)
+    assert done.returncode == 1 and any('"verdict": "slower"' in p for p in pairs), [
+        {k: json.loads(p)[k] for k in ("size_bytes", "ratio", "ratio_lo", "ratio_hi", "verdict")}
+        for p in pairs]
