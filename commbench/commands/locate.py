@@ -246,24 +246,10 @@ def _run_local(job, sink, world: int) -> None:
 
 
 def _run_external(env, job, sink) -> None:
-    import signal
-
+    from commbench.commands.measure import as_external_rank
     from commbench.engine.locate import run_locate_rank
-    from commbench.launch import pin_interfaces
 
-    def stopped(signum, frame):
-        raise Interrupted("stopped by SIGTERM", exit_code=128 + signum)
-
-    pin_interfaces(env)
-    previous = signal.signal(signal.SIGTERM, stopped)
-    try:
-        run_locate_rank(env, job, sink)
-    except KeyboardInterrupt:
-        raise Interrupted("interrupted") from None
-    except RunFailed as failure:
-        raise RunFailed(f"rank {env.rank}: {failure}") from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    as_external_rank(env, lambda: run_locate_rank(env, job, sink))
 
 
 def read_pairs(path: Path) -> list[dict]:

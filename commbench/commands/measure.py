@@ -184,12 +184,18 @@ class Launch:
 
 
 def _run_external(spec: MeasureSpec, env, sink) -> int:
-    """This process is one rank of an external launcher's job. Ctrl-C and SIGTERM (a
-    scheduler's time limit) end it as an Interrupted run, so that rank 0 still finishes the
-    folder."""
+    from commbench.engine.worker import run_rank
+
+    as_external_rank(env, lambda: run_rank(env, spec, sink))
+    return EXIT_OK
+
+
+def as_external_rank(env, body) -> None:
+    """Run ``body()`` as one rank of an external launcher's job (measure and locate alike).
+    Ctrl-C and SIGTERM (a scheduler's time limit) end it as an Interrupted run, so that rank
+    0 still finishes the folder; a failure names this rank."""
     import signal
 
-    from commbench.engine.worker import run_rank
     from commbench.launch import pin_interfaces
 
     def stopped(signum, frame):
@@ -198,14 +204,13 @@ def _run_external(spec: MeasureSpec, env, sink) -> int:
     pin_interfaces(env)
     previous = signal.signal(signal.SIGTERM, stopped)
     try:
-        run_rank(env, spec, sink)
+        body()
     except KeyboardInterrupt:
         raise Interrupted("interrupted") from None
     except RunFailed as failure:
         raise RunFailed(f"rank {env.rank}: {failure}") from None
     finally:
         signal.signal(signal.SIGTERM, previous)
-    return EXIT_OK
 
 
 def finish(path: Path, status: str, error: str = ""):
