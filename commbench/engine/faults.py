@@ -14,22 +14,27 @@
   call costs FACTOR times its own time (a proportional regression, for compare's power);
 - ``linkdelay=SECONDS``: a p2p batch sleeps first, only on a rank of RANKS whose peer is in
   RANKS too (a slow link between two ranks that are fast with everybody else);
-- ``hang=SECONDS``: the same, for a long time (a pair that hangs; default an hour).
+- ``hang=SECONDS``: the same, for a long time (a pair that hangs; default an hour);
+- ``flaky=SECONDS[,EVERY]``: ``delay`` on some visits only (a visit: the sweep at a size in
+  one round, a locate pair at a size): every EVERY-th visit from the first (an integer, default
+  2), or each visit with probability EVERY (below 1), seeded by the rank and the visit so a
+  rerun slows the same visits (a rank that is slow in some rounds and fine in others).
 
-The last four wrap the functions of ``torch.distributed`` themselves, inside the ranks, so the
-product's own validation and timing see a broken or slow collective. The control channel binds
-the real functions before the wrappers are installed and keeps working.
+All but the first two wrap the functions of ``torch.distributed`` themselves, inside the
+ranks, so the product's own validation and timing see a broken or slow collective. The control
+channel binds the real functions before the wrappers are installed and keeps working.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import random
 import time
 from dataclasses import dataclass
 
 FAULT_ENV = "COMMBENCH_FAULT"
-WRAPPING = ("noop", "shift", "neighbour", "delay", "slow")
+WRAPPING = ("noop", "shift", "neighbour", "delay", "slow", "flaky")
 PAIR_ACTIONS = ("linkdelay", "hang")  # p2p batches between two ranks of RANKS
 HANG_S = 3600.0
 
@@ -41,10 +46,17 @@ class Fault:
     op: str = ""  # '' = every op
     size: int | None = None  # None: every size
     seconds: float = 0.0  # delay: the seconds; slow: the factor
+    every: float = 0.0  # flaky: every K-th visit (K >= 1), or each with probability p < 1
 
     def applies(self, rank: int, op: str, size: int | None) -> bool:
         return ((self.ranks is None or rank in self.ranks) and (not self.op or self.op == op)
                 and (self.size is None or size is None or self.size == size))
+
+    def on_visit(self, rank: int, visit: int) -> bool:
+        """flaky: whether the ``visit``-th visit (from 0) is a slow one."""
+        if self.every >= 1:
+            return visit % int(self.every) == 0
+        return random.Random(rank * 1_000_003 + visit).random() < self.every
 
 
 def parse(text: str) -> list[Fault]:
@@ -54,11 +66,16 @@ def parse(text: str) -> list[Fault]:
         ranks, op, size = ([*rest, "", "", ""][:3])
         ranks, op, size = (value if value != "*" else "" for value in (ranks, op, size))
         action, _, seconds = head.partition("=")
+        seconds, _, every = seconds.partition(",")
         if action not in ("raise", "corrupt", *WRAPPING, *PAIR_ACTIONS):
             raise ValueError(f"{FAULT_ENV}: unknown action {action!r}")
         default = HANG_S if action == "hang" else 0
+        every = float(every or 2) if action == "flaky" else 0.0
+        if action == "flaky" and not (every >= 1 and every == int(every) or 0 < every < 1):
+            raise ValueError(f"{FAULT_ENV}: flaky's EVERY is a whole number of visits or a "
+                             f"probability below 1, not {every:g}")
         faults.append(Fault(action, frozenset(int(r) for r in ranks.split(",")) if ranks else None,
-                            op, int(size) if size else None, float(seconds or default)))
+                            op, int(size) if size else None, float(seconds or default), every))
     return faults
 
 
@@ -70,18 +87,29 @@ class Injector:
         self.faults = faults
         self.op = ""
         self.size: int | None = None
+        self.visits: dict[int, int] = {}  # flaky fault's index -> its visits so far
+        self._slow_now: set[int] = set()  # flaky faults whose current visit is a slow one
 
     @classmethod
     def from_env(cls, rank: int) -> Injector:
         return cls(rank, parse(os.environ.get(FAULT_ENV, "")))
 
     def at(self, op: str, size: int) -> None:
+        """A new visit: flaky faults count it and decide whether it is a slow one."""
         self.op, self.size = op, size
+        self._slow_now = set()
+        for index, fault in enumerate(self.faults):
+            if fault.action == "flaky" and fault.applies(self.rank, op, size):
+                visit = self.visits.get(index, 0)
+                self.visits[index] = visit + 1
+                if fault.on_visit(self.rank, visit):
+                    self._slow_now.add(index)
 
     def action(self, *names: str) -> Fault | None:
         """The first fault with one of these actions that applies here and now."""
-        for fault in self.faults:
-            if fault.action in names and fault.applies(self.rank, self.op, self.size):
+        for index, fault in enumerate(self.faults):
+            if (fault.action in names and fault.applies(self.rank, self.op, self.size)
+                    and (fault.action != "flaky" or index in self._slow_now)):
                 return fault
         return None
 
@@ -169,7 +197,7 @@ def _wrap_distributed(injector: Injector) -> None:
             return real_batch(ops)
         if fault.action == "slow":  # p2p batches are not slowed (no scratch copies)
             return real_batch(ops)
-        if fault.action == "delay":
+        if fault.action in ("delay", "flaky"):
             time.sleep(fault.seconds)
             return real_batch(ops)
         if fault.action == "noop":
@@ -228,7 +256,7 @@ def _wrapped(dist, injector: Injector, name: str, real, result):
                 done.wait()
             slowdown.after(fault.seconds, name, real, args, kwargs)
             return done
-        if fault.action == "delay":
+        if fault.action in ("delay", "flaky"):
             time.sleep(fault.seconds)
             return real(*args, **kwargs)
         if fault.action == "noop":

@@ -1,6 +1,6 @@
 """locate on real gloo ranks, with the faults planted inside them: a slow rank is named alone,
-a slow link is named and neither of its ends, a clean fleet names nobody. Verdicts, ranks and
-files are asserted, never a bandwidth.
+a slow link is named and neither of its ends, a rank slow only in some rounds is transient, a
+clean fleet names nobody. Verdicts, ranks and files are asserted, never a bandwidth.
 
 The faults are bound to the large size (a sleep before each bidirectional batch: 10 ms for a
 rank, 8x a 256K call's fastest decile on the VM; 30 ms for the link, whose one slow pair has
@@ -88,6 +88,21 @@ def test_a_slow_link_is_named_and_neither_end(tmp_path):
     assert rows["rank 1"]["verdict"] in ("ok", "transient")
     assert rows["rank 3"]["verdict"] in ("ok", "transient")
     assert rows["rank 1 - rank 3"]["verdict"] == "bad link"
+
+
+def test_a_flaky_rank_is_transient(tmp_path):
+    """Rank 3 is slow on every other visit of the large size (flaky, from its first): rounds
+    0, 2 and 4 of the main matrix, then only the second of its three retests. The matrix points
+    at it, the retest does not reproduce it: transient, exit 0, nothing bad."""
+    done, run, summary = locate(tmp_path, f"flaky=0.01,2:3:p2p:{LARGE}")
+    assert done.returncode == 0, summary
+    assert bad(summary) == [], summary
+    (flaky,) = [s for s in summary["transient"] if s["ranks"] == [3]]
+    assert flaky["verdict"] == "transient" and flaky["confirmed"] == "1/3", flaky
+    assert flaky["evidence"].startswith("rank 3: ")
+    assert entities(run)["rank 3"]["verdict"] == "transient"
+    assert (run / "bad-hosts.txt").read_text() == ""
+    assert "transient" in (run / "summary.md").read_text()
 
 
 def test_a_clean_fleet_names_nobody(tmp_path):
