@@ -40,6 +40,7 @@ DEFAULT_TIMEOUT = 300.0
 # same wall time (7.9 s a run). One launch (--repeat 1): a plain run keeps one row per size;
 # a CI gate adds --repeat (README "Comparing in CI": most A/A spread is between launches).
 DEFAULT_ROUNDS = 5
+ROUND_ORDERS = ("alternate", "shuffle")  # engine.sampling.round_order
 DEFAULT_REPEAT = 1
 
 
@@ -90,6 +91,8 @@ class MeasureSpec:
     split: str = ""  # nccl-tests' NCCL_TESTS_SPLIT, "mod:8" ...; becomes a mesh and a dim
     per_group: bool = False  # a row per group as well as the combined row
     rounds: int = DEFAULT_ROUNDS  # interleaved passes over an op's sizes (engine.sweep)
+    order: str = "alternate"  # how a round visits the sizes (engine.sampling.round_order)
+    seed: int = 0  # the shuffle of --order shuffle, the same on every rank and launch
     repeat: int = DEFAULT_REPEAT  # independent launches into one folder (commands.measure)
     # Options one op declares itself (collectives.base.OpOption): ((name, value), ...).
     op_options: tuple[tuple[str, object], ...] = ()
@@ -360,6 +363,12 @@ def validate(config: MeasureSpec, world: int) -> None:
         raise UsageError(f"bad --rounds {config.rounds}: it must be at least 1")
     if config.repeat < 1:
         raise UsageError(f"bad --repeat {config.repeat}: it must be at least 1")
+    if config.order not in ROUND_ORDERS:
+        raise UsageError(f"unknown --order {config.order!r} (choose from "
+                         f"{', '.join(ROUND_ORDERS)})")
+    if config.order == "shuffle" and config.rounds < 2:
+        raise UsageError("--order shuffle needs --rounds 2 or more (one round visits the "
+                         "sizes in order)")
     if world < 1:
         raise UsageError(f"bad --nproc {world}: at least 1 rank is needed")
     if not 0 <= config.root < world:

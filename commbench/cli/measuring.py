@@ -29,6 +29,7 @@ from commbench.config import (
     parse_split,
     sweep_sizes,
 )
+from commbench.errors import UsageError
 
 METRICS_HELP = (
     "Time = median over samples of the per-rank times per call combined as --rank-time says "
@@ -96,6 +97,12 @@ def _measuring_options(
     rounds: int = typer.Option(
         DEFAULTS.rounds, "--rounds", help="Interleaved passes over an op's sizes, each a share "
         "of --min-time; a size's interval comes from the spread between its rounds."),
+    order: str = typer.Option(
+        DEFAULTS.order, "--order", help="How each of --rounds visits the sizes: alternate "
+        "(ascending, then descending) or shuffle (a new order every round, from --seed)."),
+    seed: Optional[int] = typer.Option(  # noqa: UP045
+        None, "--seed", help="Seed of --order shuffle (default 0; kept in run.json): the same "
+        "seed, the same order, on every rank."),
     repeat: int = typer.Option(
         DEFAULTS.repeat, "--repeat", help="Independent launches (fresh ranks) into one run "
         "folder; compare pools them."),
@@ -165,7 +172,7 @@ def _measuring_options(
 
 _COMMON = inspect.signature(_measuring_options)
 _SIZE_OPTIONS = {"sizes", "minbytes", "maxbytes", "factor", "step", "message_range"}
-_SIZED = _SIZE_OPTIONS | {"dtype"}
+_SIZED = _SIZE_OPTIONS | {"dtype", "order", "seed"}
 
 
 def _takes(op: collectives.Collective | None, option: str) -> bool:
@@ -219,6 +226,7 @@ _PARSED = {
     "mesh": ("mesh", parse_mesh),
     "dim": ("dims", parse_dims),
     "split": ("split", parse_split),
+    "order": ("order", str.lower),
 }
 # Read together with another option, or turned into a spec field below.
 _NCCL_TESTS_LEVELS = {"check_level": "check", "blocking_level": "blocking",
@@ -242,6 +250,9 @@ def measure_specs(ops: tuple[str, ...], options: dict) -> tuple[MeasureSpec, Out
         else:
             field, parse = _PARSED.get(option, (option, None))
             measure[field] = parse(value) if parse else value
+    if options.get("seed") is not None and measure.get("order", DEFAULTS.order) != "shuffle":
+        raise UsageError("--seed orders the sizes of --order shuffle; give --order shuffle "
+                         "too")
     if "dtype" in options:
         measure["sizes"] = tuple(sweep_sizes(
             options.get("sizes"), options.get("minbytes"), options.get("maxbytes"),

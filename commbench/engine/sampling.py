@@ -21,6 +21,7 @@ every 5 blocks, a gap between blocks) to 0.98x; at 1.5 s, 20 alternations, 1.01x
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -247,6 +248,22 @@ def _enough(samples: np.ndarray, timed: float, min_time: float) -> bool:
 # of the size's budget. A slow spell of the machine then lands on every size alike, and the
 # spread between a size's rounds is what its interval (and the stop rule) is made of.
 MIN_ROUNDS = 3  # the stop rule needs this many rounds for a between-round interval
+
+
+def round_order(sizes: int, index: int, order: str = "alternate", seed: int = 0) -> list[int]:
+    """Which sizes (indices, ascending) round ``index`` visits, in order.
+
+    ``alternate``: ascending in even rounds, descending in odd ones, so no size always
+    follows the same neighbour and the ends of the sweep are not always first or last.
+    ``shuffle``: a fresh permutation every round, drawn from ``seed`` and the round alone
+    (random.Random seeded with a string is hashed with SHA-512, never with the process's
+    salted hash()), so every rank, and a rerun with the same --seed, visits the same order.
+    """
+    visits = list(range(sizes))
+    if order == "shuffle":
+        random.Random(f"commbench-rounds:{seed}:{index}").shuffle(visits)
+        return visits
+    return visits if index % 2 == 0 else visits[::-1]
 
 
 class SizeRounds:

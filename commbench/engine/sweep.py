@@ -29,6 +29,7 @@ from commbench.engine.sampling import (
     Measurement,
     SizeRounds,
     measure,
+    round_order,
     rounds_done,
     warm_up,
 )
@@ -88,14 +89,6 @@ def counts_for(op: Collective, spec: MeasureSpec, world: int) -> list[int]:
         return [0]
     itemsize = ITEMSIZE[spec.dtype]
     return sorted({op.count_for(size, itemsize, world) for size in spec.sizes})
-
-
-def round_order(sizes: int, index: int) -> list[int]:
-    """Which sizes (indices, ascending) round ``index`` visits, in order: ascending in even
-    rounds, descending in odd ones, so no size always follows the same neighbour and the
-    ends of the sweep are not always first or last."""
-    order = list(range(sizes))
-    return order if index % 2 == 0 else order[::-1]
 
 
 def peers_text(pairs: tuple[tuple[int, int], ...]) -> str:
@@ -216,14 +209,16 @@ class Sweep:
 
     def _interleaved(self, op, ctx, groups, where, sizes, send, recv, timer, budget, combine,
                      active, pattern) -> None:
-        """--rounds N: round r visits every size once (ascending in even rounds, descending
-        in odd ones, so no size always follows the same one), each visit a 1/N share of the
-        size's budget; rows are emitted when the op's last round is done."""
+        """--rounds N: round r visits every size once, in the order --order gives
+        (sampling.round_order: alternating, or shuffled with --seed; the same on every
+        rank), each visit a 1/N share of the size's budget; rows are emitted when the op's
+        last round is done."""
         control = self.session.control
         states: dict[int, SizeRounds] = {}
         try:
             for index in range(self.spec.rounds):
-                for size in (sizes[i] for i in round_order(len(sizes), index)):
+                order = round_order(len(sizes), index, self.spec.order, self.spec.seed)
+                for size in (sizes[i] for i in order):
                     # Inputs are filled at a size's first visit only: refilling 64 MiB with
                     # the check's pattern at every visit cost 20 s of wall for 2.5 s timed
                     # (5 visits); the values do not change what a call costs.

@@ -26,6 +26,20 @@ def test_rounds_on_real_ranks_keep_their_rounds_and_the_size_order(run_cli):
     assert read_meta(run_dir)["config"]["rounds"] == 3
 
 
+def test_a_shuffled_run_records_its_order_and_seed(run_cli):
+    """--order shuffle on real ranks: every rank draws the same order (a rank that visited
+    another size would wait in a different collective until the timeout), the rows keep
+    their rounds in size order, and run.json says how the rounds were ordered."""
+    done, run_dir = run_cli("allreduce", "--sizes", "8,1K,64K,256K", "--min-time", "0.2",
+                            "--rounds", "3", "--order", "shuffle", "--seed", "5", "--nproc",
+                            "2", "--quiet", "--timeout", "60", "--name", "shuffled", check_rc=0)
+    rows = read_rows(run_dir)
+    assert [r["size_bytes"] for r in rows] == [8, 1024, 65536, 262144]
+    assert all(r["rounds"] == 3 and r["wrong"] == 0 for r in rows)
+    config = read_meta(run_dir)["config"]
+    assert (config["order"], config["seed"], config["rounds"]) == ("shuffle", 5, 3)
+
+
 def test_a_crash_in_rounds_keeps_the_rows_of_finished_ops(run_cli):
     """Finished ops keep their checked rows; of the op cut in its first round, the size that
     finished a round is kept too, unchecked and saying so (engine.sweep._emit_unchecked)."""

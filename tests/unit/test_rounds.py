@@ -9,7 +9,7 @@ from commbench import collectives
 from commbench.collectives.base import OpContext
 from commbench.engine import sampling as m
 from commbench.engine.rows import RowContext, build_row
-from commbench.engine.sweep import round_order
+from commbench.engine.sampling import round_order
 from commbench.stats import median_ci, rounds_interval
 
 
@@ -72,6 +72,49 @@ def sweep(timer, control, budget, rounds, sizes=2):
 
 def test_rounds_alternate_ascending_and_descending():
     assert [round_order(3, i) for i in range(4)] == [[0, 1, 2], [2, 1, 0], [0, 1, 2], [2, 1, 0]]
+    assert round_order(3, 1, "alternate", seed=9) == [2, 1, 0]  # a seed changes nothing here
+
+
+def test_a_shuffled_round_is_a_permutation_drawn_from_the_seed_and_the_round():
+    orders = [round_order(8, i, "shuffle", seed=3) for i in range(6)]
+    assert all(sorted(order) == list(range(8)) for order in orders)
+    assert orders == [round_order(8, i, "shuffle", seed=3) for i in range(6)]  # a rerun
+    assert len({tuple(order) for order in orders}) == 6  # every round its own order
+    assert orders != [round_order(8, i, "shuffle", seed=4) for i in range(6)]
+    assert round_order(1, 5, "shuffle", seed=3) == [0]
+    # Over many rounds every size is first about equally often (no size always leads).
+    firsts = [round_order(4, i, "shuffle", seed=0)[0] for i in range(400)]
+    assert all(60 < firsts.count(size) < 140 for size in range(4))
+
+
+def test_every_process_draws_the_same_shuffle():
+    """Ranks are separate processes, each with its own salted hash(): the order must not
+    depend on it, or ranks would visit different sizes and deadlock."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from commbench.engine.sampling import round_order; "
+            "print([round_order(16, i, 'shuffle', 7) for i in range(3)])")
+    seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env={**os.environ, "PYTHONHASHSEED": salt}).stdout
+            for salt in ("1", "2", "random")}
+    assert seen == {f"{[round_order(16, i, 'shuffle', 7) for i in range(3)]}\n"}
+
+
+def test_order_and_seed_are_refused_where_they_mean_nothing():
+    from commbench.cli.measuring import measure_specs
+    from commbench.config import MeasureSpec, validate
+    from commbench.errors import UsageError
+
+    with pytest.raises(UsageError, match="--seed orders the sizes of --order shuffle"):
+        measure_specs(("allreduce",), {"seed": 3})
+    spec, _ = measure_specs(("allreduce",), {"order": "Shuffle", "seed": 3})
+    assert (spec.order, spec.seed) == ("shuffle", 3)
+    with pytest.raises(UsageError, match="needs --rounds 2 or more"):
+        validate(MeasureSpec(ops=("allreduce",), sizes=(8,), order="shuffle", rounds=1), 2)
+    with pytest.raises(UsageError, match="unknown --order 'sorted'"):
+        validate(MeasureSpec(ops=("allreduce",), sizes=(8,), order="sorted"), 2)
 
 
 def test_each_round_is_a_share_of_the_budget_and_the_row_keeps_its_rounds():
