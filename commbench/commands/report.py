@@ -1,4 +1,5 @@
-"""``commbench report``: runs in, report.md and a self-contained report.html out."""
+"""``commbench report``: runs in, report.md and a self-contained report.html out (a locate
+run: its suspects table and heatmaps)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import sys
 from pathlib import Path
 
 from commbench.analysis.compare import compare_runs, incomplete_runs
+from commbench.commands.locate_compare import is_locate_run
 from commbench.errors import EXIT_OK, UsageError
-from commbench.results import JSONL, load_run
+from commbench.results import JSONL, Run, load_run, read_meta
 
 
 def run_report(paths: list[str], out: str) -> int:
@@ -15,15 +17,18 @@ def run_report(paths: list[str], out: str) -> int:
     from commbench.output.report import write_report
 
     folder = Path(out)
-    runs = []
+    runs, located = [], []
     for path in paths:
         candidate = Path(path)
+        if is_locate_run(path):  # no rows: its suspects and heatmaps
+            located.append(Run(candidate.name, candidate, [], read_meta(candidate)))
+            continue
         # `commbench report results/*` also matches the report's own folder, bench folders...
         if candidate.is_dir() and not (candidate / JSONL).exists():
             print(f"note: skipping {path}: not a run folder (no {JSONL})", file=sys.stderr)
             continue
         runs.append(load_run(path))
-    if not runs:
+    if not runs and not located:
         raise UsageError("no run folders among the arguments")
     for run in runs:
         for warning in run.warnings:
@@ -48,7 +53,8 @@ def run_report(paths: list[str], out: str) -> int:
     frame = pd.concat(frames, ignore_index=True) if frames else None
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        md_path, html_path = write_report(runs, comparisons, summaries, folder, frame)
+        md_path, html_path = write_report(runs, comparisons, summaries, folder, frame,
+                                          located)
     except OSError as error:
         raise UsageError(f"cannot write --out {out}: {error.strerror or error}") from None
     print(f"wrote {md_path} and {html_path}")

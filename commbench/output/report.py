@@ -3,17 +3,20 @@
 The HTML embeds its plots as data URIs and loads nothing from anywhere, so it can be attached
 to a ticket or archived as a CI artefact. It opens with the verdicts against the first run,
 coloured; every value that comes from a user or a machine (run names, host names,
-environment, command lines) is HTML-escaped.
+environment, command lines) is HTML-escaped. A locate run (SPEC §8) has no rows: its section
+is the suspects table, what did not reproduce, and its two heatmaps.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import shutil
 from pathlib import Path
 
 from commbench.output import plots
 from commbench.output.console import table_groups
+from commbench.output.locate import SUSPECT_HEADERS, suspect_cells
 from commbench.output.markdown import markdown_table
 from commbench.output.tables import headers_of
 from commbench.results import Run, meta_value, rows_frame
@@ -81,22 +84,85 @@ def overlay_plots(runs: list[Run], out: Path, comparison=None, threshold: float 
     return paths
 
 
+LOCATE_HEATMAPS = (("busbw", "heatmap_busbw.png"), ("latency", "heatmap_lat.png"))
+
+
+def locate_summary(run: Run) -> str:
+    """A locate run in one line: its fleet and what it found."""
+    meta = run.meta
+    found = meta.get("entities") or [{}]
+    bad = [s for s in meta.get("suspects") or [] if s.get("verdict") != "transient"]
+    named = ", ".join(f"{s['verdict']} {s['entity']}" for s in bad) or "no suspect"
+    transient = len(meta.get("transient") or [])
+    return (f"{run.name}: locate over {len(meta.get('entities') or [])} "
+            f"{found[0].get('kind', '?')} entities, status {meta.get('status', '?')}: {named}"
+            + (f"; {transient} transient (did not reproduce)" if transient else ""))
+
+
+def _locate_heatmaps(run: Run, out: Path) -> dict[str, Path]:
+    """The run's heatmaps, copied beside report.md (which links them by name)."""
+    images = {}
+    for label, name in LOCATE_HEATMAPS:
+        source = run.path / name
+        if source.is_file():
+            images[label] = out / f"{run.name}-{name}"
+            shutil.copyfile(source, images[label])
+    return images
+
+
+def _locate_sections(located: list[Run], out: Path) -> tuple[list[str], list[str]]:
+    """Markdown and HTML of each locate run: suspects table, transient ones, heatmaps."""
+    md: list[str] = []
+    page: list[str] = []
+    for run in located:
+        meta = run.meta
+        suspects = [s for s in meta.get("suspects") or [] if s.get("verdict") != "transient"]
+        transient = meta.get("transient") or []
+        images = _locate_heatmaps(run, out)
+        md += [f"## {run.name}: locate", "", locate_summary(run), ""]
+        page += [f"<h2>{_e(run.name)}: locate</h2>", f"<p>{_e(locate_summary(run))}</p>"]
+        if suspects:
+            cells = suspect_cells(suspects)
+            md += ["### Suspects", "", markdown_table(SUSPECT_HEADERS, cells), ""]
+            page += ["<h3>Suspects</h3>", _html_table(SUSPECT_HEADERS, cells)]
+        else:
+            md += ["**No suspect.**", ""]
+            page.append("<p><b>No suspect.</b></p>")
+        if transient:
+            md += ["Did not reproduce (transient):", ""]
+            md += [f"- {s['evidence']}" for s in transient] + [""]
+            page.append("<p>Did not reproduce (transient):</p><ul>" + "".join(
+                f"<li>{_e(s['evidence'])}</li>" for s in transient) + "</ul>")
+        md += [f"![{run.name} {label}]({path.name})" for label, path in images.items()] + [""]
+        for label, path in images.items():
+            data = base64.b64encode(path.read_bytes()).decode()
+            page.append(f'<img alt="{_e(run.name)} {label}" src="data:image/png;base64,{data}">')
+    return md, page
+
+
 def write_report(runs: list[Run], comparisons: list[tuple[str, list, list]], summaries:
-                 list[str], out: Path, comparison_frame=None) -> tuple[Path, Path]:
+                 list[str], out: Path, comparison_frame=None,
+                 located: list[Run] | None = None) -> tuple[Path, Path]:
     """Write report.md, report.html and the plots into ``out`` (which exists).
 
     ``comparisons``: (candidate name, columns, rows) of each run against the first;
-    ``summaries``: one line per comparison (verdict counts and gaps).
+    ``summaries``: one line per comparison (verdict counts and gaps); ``located``: locate
+    runs (no rows: their suspects and heatmaps).
     """
-    images = overlay_plots(runs, out, comparison_frame)
-    env_headers = ["", *[run.name for run in runs]]
-    env_rows = environment_rows(runs)
+    located = located or []
+    images = overlay_plots(runs, out, comparison_frame) if runs else {}
+    summaries = summaries + [locate_summary(run) for run in located]
+    env_headers = ["", *[run.name for run in (*runs, *located)]]
+    env_rows = environment_rows([*runs, *located])
+    locate_md, locate_html = _locate_sections(located, out)
 
     md = ["# commbench report", ""]
     md += [f"- {line}" for line in summaries] + ([""] if summaries else [])
     md += ["## Environment", "", markdown_table(env_headers, env_rows), ""]
-    md += ["## Plots", ""] + [f"![{label}]({path.name})" for label, path in images.items()]
-    md.append("")
+    if images:
+        md += ["## Plots", ""] + [f"![{label}]({path.name})" for label, path in images.items()]
+        md.append("")
+    md += locate_md
     for name, columns, rows in comparisons:
         md += [f"## {name} vs {runs[0].name}", "",
                markdown_table(headers_of(columns), rows), ""]
@@ -125,13 +191,15 @@ def write_report(runs: list[Run], comparisons: list[tuple[str, list, list]], sum
         verdict = [c.name for c in columns].index("verdict")
         page += [f"<h2>{_e(name)} vs {_e(runs[0].name)}</h2>",
                  _html_table(headers_of(columns), rows, lambda row, v=verdict: row[v])]
-    page += ["<h2>Environment</h2>", _html_table(env_headers, env_rows), "<h2>Plots</h2>"]
+    page += ["<h2>Environment</h2>", _html_table(env_headers, env_rows)]
+    page += ["<h2>Plots</h2>"] if images else []
     for label, path in images.items():
         data = base64.b64encode(path.read_bytes()).decode()
         page.append(f'<img alt="{label}" src="data:image/png;base64,{data}">')
     for run in runs:
         for title, headers, rows in table_groups(rows_frame(run.rows)):
             page += [f"<h2>{_e(run.name)}: {_e(title)}</h2>", _html_table(headers, rows)]
+    page += locate_html
     page.append("</body></html>")
     html_path = out / "report.html"
     html_path.write_text("\n".join(page))
