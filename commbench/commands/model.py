@@ -1,5 +1,6 @@
 """``commbench model``: fit t = α + n/β per curve, write model.csv / model.json beside each run,
-redraw its latency plot with the fits dashed, print the segments."""
+redraw its latency plot with the fits dashed, print the segments; a ps run's curves also
+beside allreduce over the same workers, with the size where they cross (analysis/ps_model)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def _json_number(value):
 
 def run_model(paths: list[str], json_out: bool) -> int:
     from commbench.analysis.model import fit_run
+    from commbench.analysis.ps_model import pair_with_baselines
 
     runs = [load_run(path) for path in paths]
     # Fit every run before writing anything, so a refused run leaves no half-written set.
@@ -34,8 +36,9 @@ def run_model(paths: list[str], json_out: bool) -> int:
     for run, fits in fitted:
         for warning in run.warnings:
             print(f"warning: {warning}", file=sys.stderr)
+        pairs = pair_with_baselines(run.rows, fits)
         try:
-            document = _write(run, fits)
+            document = _write(run, fits, pairs)
         except OSError as error:
             raise UsageError(f"cannot write the model beside {run.path}: "
                              f"{error.strerror or error}") from None
@@ -43,17 +46,26 @@ def run_model(paths: list[str], json_out: bool) -> int:
             print(json.dumps(document))
         else:
             _print_table(run.name, document["segments"])
+            _print_beside(pairs)
             print(f"wrote {run.path / MODEL_CSV}, {run.path / MODEL_JSON}, "
                   f"{run.path / LATENCY_PNG}")
     return EXIT_OK
 
 
-def _write(run, fits) -> dict:
-    """model.csv, model.json and the latency plot with the fits, beside the run."""
+def _write(run, fits, pairs) -> dict:
+    """model.csv, model.json and the latency plot with the fits, beside the run; a ps
+    curve's busbw equivalent uses the factor its rows were measured with (max(1, W/S))."""
     from commbench.analysis.model import COLUMNS, fit_lines, segment_records
     from commbench.output.plots import latency, series_label
 
     records = segment_records(fits)
+    factors = {(p.ps.key.op, p.ps.key.pattern, p.ps.key.backend, p.ps.key.group_size,
+                p.ps.key.dtype): p.load_factor for p in pairs}
+    for record in records:
+        factor = factors.get((record["op"], record["pattern"], record["backend"],
+                              record["group_size"], record["dtype"]))
+        if factor is not None:
+            record["busbw_equiv_gbps"] = record["beta_gbps"] * factor
     with open(run.path / MODEL_CSV, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
@@ -62,12 +74,32 @@ def _write(run, fits) -> dict:
         "run": run.name, "model": FORMULA,
         "segments": [{k: _json_number(v) for k, v in r.items()} for r in records],
     }
+    if pairs:
+        document["beside"] = [_json_numbers(pair.record()) for pair in pairs]
     (run.path / MODEL_JSON).write_text(json.dumps(document, indent=2) + "\n")
     with_dtype = len({fit.key.dtype for fit in fits}) > 1
     lines = {series_label(asdict(key), with_dtype): points
              for key, points in fit_lines(fits).items()}
     latency(rows_frame(run.rows), run.path / LATENCY_PNG, run.name, fits=lines)
     return document
+
+
+def _json_numbers(value):
+    """_json_number through dicts and lists."""
+    if isinstance(value, dict):
+        return {k: _json_numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_numbers(v) for v in value]
+    return _json_number(value)
+
+
+def _print_beside(pairs) -> None:
+    from commbench.output.console import make_console, terminal_width
+    from commbench.output.crossover import beside_lines
+
+    console = make_console()
+    for line in beside_lines(pairs, terminal_width()):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _number(value: float | None, digits: int) -> str:
