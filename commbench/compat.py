@@ -21,6 +21,11 @@ every release that ``pyproject.toml`` admits; tests/unit/test_compat.py drives e
   mesh's groups are made by hand with ``new_group(timeout=)``.
 - ``cuda_graph_capture``: ``torch.cuda.graph(capture_error_mode=)``, where torch takes it.
 - ``gpu_uuid``: ``uuid`` of the device properties (2.6+ here; absent in 2.4).
+- ``unbox_group`` / ``unbox_work`` / ``resolve_group`` / ``work_duration_ns``: what the
+  recorder needs from a c10d op seen at the dispatcher. The ops hand it TorchBind objects
+  (``ProcessGroup.unbox`` / ``Work.unbox`` turn them into the Python classes), functional
+  collectives a group name (``_resolve_process_group``, private), and NCCL's own timing of a
+  call is ``Work._get_duration()`` (private, needs ``TORCH_NCCL_ENABLE_TIMING=1``).
 """
 
 from __future__ import annotations
@@ -155,3 +160,75 @@ def gpu_uuid(props: Any) -> str | None:
     can make two GPUs share."""
     uuid = getattr(props, "uuid", None)
     return str(uuid) if uuid is not None else None
+
+
+def unbox_group(dist: Any, obj: Any) -> Any | None:
+    """The Python ProcessGroup behind a c10d op's group argument (None where it cannot be
+    had: the recorder then files the call under an unknown group rather than failing the
+    user's job)."""
+    group_class = getattr(dist, "ProcessGroup", None)
+    if group_class is None:
+        return None
+    if isinstance(obj, group_class):
+        return obj
+    unbox = getattr(group_class, "unbox", None)
+    try:
+        return unbox(obj) if unbox is not None else None
+    except (RuntimeError, TypeError):
+        return None
+
+
+def unbox_work(dist: Any, obj: Any) -> Any | None:
+    """The Python Work behind a c10d op's returned work (None where it cannot be had)."""
+    work_class = getattr(getattr(dist, "distributed_c10d", None), "Work", None)
+    if work_class is None:
+        return None
+    if isinstance(obj, work_class):
+        return obj
+    unbox = getattr(work_class, "unbox", None)
+    try:
+        return unbox(obj) if unbox is not None else None
+    except (RuntimeError, TypeError):
+        return None
+
+
+def resolve_group(dist: Any, name: Any) -> Any | None:
+    """The group a functional collective names (a group name, or the group itself)."""
+    if isinstance(name, getattr(dist, "ProcessGroup", ())):
+        return name
+    resolve = getattr(dist.distributed_c10d, "_resolve_process_group", None)
+    try:
+        if resolve is not None:
+            return resolve(name)
+        names = getattr(dist.distributed_c10d._world, "pg_names", {})
+        return next((group for group, known in names.items() if known == name), None)
+    except (RuntimeError, ValueError, KeyError, AttributeError):
+        return None
+
+
+def work_duration_ns(work: Any) -> int | None:
+    """The device-measured duration of a completed call, where the backend timed it."""
+    duration = getattr(work, "_get_duration", None)
+    if duration is None:
+        return None
+    try:
+        milliseconds = float(duration())
+    except (RuntimeError, ValueError, TypeError):
+        return None
+    return int(milliseconds * 1e6) if milliseconds >= 0 else None
+
+
+def reduce_op_name(dist: Any, obj: Any) -> str | None:
+    """``sum``/``avg``/``max``... for a c10d op's reduction: a TorchBind ReduceOp whose
+    ``op()`` is the RedOpType number, a Python ReduceOp, or a functional op's string."""
+    if obj is None:
+        return None
+    if isinstance(obj, str):
+        return obj.lower()
+    members = getattr(getattr(dist.ReduceOp, "RedOpType", None), "__members__", {})
+    by_value = {int(value): name.lower() for name, value in members.items()}
+    try:
+        value = obj.op() if callable(getattr(obj, "op", None)) else int(obj)
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    return by_value.get(int(value), str(value))

@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from commbench.cli import locating, measuring, tools
+from commbench.cli import locating, measuring, recording, tools
 from commbench.errors import EXIT_OK, EXIT_USAGE, CommbenchError
 
 app = typer.Typer(
@@ -49,6 +49,7 @@ def _root(
 measuring.register(app)
 tools.register(app)
 locating.register(app)
+recording.register(app)
 
 
 def _plain_metavars(command) -> None:

@@ -1,0 +1,30 @@
+"""``commbench record``: run a training job unchanged and keep its communication."""
+
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("record", context_settings={"allow_extra_args": True,
+                                             "ignore_unknown_options": True})
+    def record(
+        command: Optional[list[str]] = typer.Argument(  # noqa: UP045
+            None, metavar="-- CMD [ARGS...]", help="The job to run, after --: python train.py, "
+            "torchrun ..., a script that spawns its ranks."
+        ),
+        out: Optional[str] = typer.Option(  # noqa: UP045
+            None, "--out", "-o", help="Trace folder (default: results/trace-<time>)."
+        ),
+        steps: Optional[int] = typer.Option(  # noqa: UP045
+            None, "--steps", help="Stop recording after this many steps (the job runs on)."
+        ),
+        force: bool = typer.Option(False, "--force", help="Replace a trace already in --out."),
+    ) -> None:
+        """Run CMD unchanged and write DIR/rank-<r>.jsonl per rank: every collective and p2p
+        call the dispatcher sees (DDP's and FSDP's C++ calls included), with its group, sizes,
+        dtype, issue and completion time, and the step it belongs to (a step ends at each
+        optimizer.step(), or at commbench.record.step()). The exit code is CMD's."""
+        from commbench.commands.record import run_record
+
+        raise typer.Exit(run_record(list(command or []), out, force, steps))

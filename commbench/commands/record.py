@@ -1,0 +1,114 @@
+"""``commbench record [--out DIR] -- CMD ARGS...``: run the user's job unchanged and keep the
+communication every rank issued, as ``DIR/rank-<r>.jsonl`` (SPEC §9).
+
+The command is started as it is (python, torchrun, a script that spawns its ranks), with
+``commbench/trace/boot`` first on PYTHONPATH: its sitecustomize starts the recorder in every
+process that calls ``init_process_group``. The user's exit status is passed through (128 + the
+signal where it was killed); a job that crashed keeps what its ranks wrote up to their last
+step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+
+from commbench.errors import UsageError
+
+BOOT = Path(__file__).resolve().parent.parent / "trace" / "boot"
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def run_record(command: list[str], out: str | None, force: bool, steps: int | None) -> int:
+    """Run ``command`` with the recorder installed; returns the command's own exit code."""
+    from commbench import __version__, results
+    from commbench.trace import format as trace_format
+
+    if not command:
+        raise UsageError("record needs a command to run: commbench record [--out DIR] -- "
+                         "python train.py ...")
+    if steps is not None and steps < 1:
+        raise UsageError(f"--steps must be 1 or more, not {steps}")
+    folder = Path(out) if out else Path("results") / datetime.now().strftime(
+        "trace-%Y%m%d-%H%M%S")
+    old = sorted(folder.glob(trace_format.TRACE_GLOB)) if folder.is_dir() else []
+    if old and not force:
+        raise UsageError(f"{folder} already holds a trace ({len(old)} rank files); pass "
+                         "--force to replace it or --out another folder")
+    for file in old:
+        file.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(BOOT), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    env["COMMBENCH_RECORD_DIR"] = str(folder.resolve())
+    env["COMMBENCH_RECORD_PATH"] = str(PACKAGE_ROOT)
+    env.setdefault("TORCH_NCCL_ENABLE_TIMING", "1")  # NCCL's own per-call durations
+    if steps is not None:
+        env["COMMBENCH_RECORD_STEPS"] = str(steps)
+
+    started = results.now()
+    code = _run(command, env)
+    meta = {"format": "commbench-record", "commbench": __version__, "command": command,
+            "exit_code": code, "started": started, "ended": results.now()}
+    (folder / "record.json").write_text(json.dumps(meta, indent=2) + "\n")
+    _summarize(folder, code)
+    return code
+
+
+def _run(command: list[str], env: dict) -> int:
+    """The child's exit code; Ctrl-C reaches it from the terminal (same process group), a
+    SIGTERM sent to commbench is passed on, and commbench waits for the child either way."""
+    try:
+        child = subprocess.Popen(command, env=env)
+    except FileNotFoundError:
+        raise UsageError(f"cannot run {command[0]!r}: no such command") from None
+    except PermissionError:
+        raise UsageError(f"cannot run {command[0]!r}: permission denied") from None
+
+    def forward(signum, frame):
+        child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 - code if code < 0 else code
+
+
+def _summarize(folder: Path, code: int) -> None:
+    """What was recorded, in a few lines on stderr (stdout stays the job's)."""
+    from commbench.trace import format as trace_format
+
+    try:
+        trace = trace_format.load(folder)
+    except trace_format.TraceError:
+        print(f"commbench record: nothing recorded in {folder}: no process of the command "
+              "called torch.distributed.init_process_group", file=sys.stderr)
+        return
+    calls = sum(len(rank.calls) for rank in trace.ranks.values())
+    steps = trace.steps() or [0]
+    print(f"commbench record: {calls} calls on {len(trace.ranks)} of {trace.world_size} ranks, "
+          f"steps {steps[0]}-{steps[-1]}, in {folder}"
+          + ("" if code == 0 else f" (the command exited {code})"), file=sys.stderr)
+    for problem in trace_format.check_order(trace):
+        print(f"commbench record: warning: {problem}", file=sys.stderr)
+    rank0 = trace.ranks[min(trace.ranks)]
+    step = steps[-2] if len(steps) > 2 else steps[-1]
+    per_op: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for call in rank0.calls:
+        if call.step == step:
+            per_op[(call.op, call.dtype)][0] += 1
+            per_op[(call.op, call.dtype)][1] += call.size_bytes
+    for (op, dtype), (count, size) in sorted(per_op.items()):
+        print(f"  rank {rank0.rank}, step {step}: {op} {dtype}: {count} calls, {size} bytes",
+              file=sys.stderr)

@@ -1,0 +1,241 @@
+"""commbench record on real jobs: DDP and FSDP2 through torchrun, a script that spawns its own
+ranks, a crash, and the checks proven by a recorder that drops a call."""
+
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from commbench.trace import format as trace_format
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node"]
+
+
+def record(tmp_path, command, *, env=None, timeout=180, name="trace"):
+    folder = tmp_path / name
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **(env or {})}
+    for variable in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        full_env.pop(variable, None)
+    done = subprocess.run([sys.executable, "-m", "commbench", "record", "--out", str(folder),
+                           "--", *command], capture_output=True, text=True, timeout=timeout,
+                          env=full_env, cwd=tmp_path)
+    return done, folder
+
+
+def per_step(calls, op):
+    """{step: (calls, bytes handed in)} for one op."""
+    found = defaultdict(lambda: [0, 0])
+    for call in calls:
+        if call.op == op:
+            found[call.step][0] += 1
+            found[call.step][1] += call.in_numel * call.itemsize
+    return {step: tuple(value) for step, value in found.items()}
+
+
+def ddp_mismatches(trace, facts) -> list[str]:
+    """Where the recording disagrees with what DDP itself says it did (its gradient bytes and
+    the buckets it rebuilt after the first step), for every step after the rebuild."""
+    buckets = [int(b) for b in str(facts["bucket_bytes"]).split(",")]
+    problems = []
+    for rank in trace.ranks:
+        calls = trace.calls(rank)
+        steps = per_step(calls, "allreduce")
+        for step in range(2, max(steps) + 1):
+            count, size = steps.get(step, (0, 0))
+            if (count, size) != (len(buckets), facts["gradient_bytes"]):
+                problems.append(f"rank {rank} step {step}: {count} allreduces of {size} B, "
+                                f"DDP: {len(buckets)} buckets of {facts['gradient_bytes']} B")
+            sizes = sorted(c.in_numel * c.itemsize for c in calls
+                           if c.step == step and c.op == "allreduce")
+            if sizes != sorted(buckets):
+                problems.append(f"rank {rank} step {step}: sizes {sizes} != buckets {buckets}")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def ddp_trace(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ddp")
+    facts_file = tmp / "facts.json"
+    done, folder = record(tmp, [*TORCHRUN, "2", str(EXAMPLES / "ddp_mlp.py"), "--steps", "4",
+                                "--width", "256", "--layers", "3", "--bucket-mb", "0.3",
+                                "--facts", str(facts_file)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done, trace_format.load(folder), json.loads(facts_file.read_text())
+
+
+def test_ddp_allreduces_equal_the_gradient_and_ddps_buckets(ddp_trace):
+    done, trace, facts = ddp_trace
+    assert sorted(trace.ranks) == [0, 1]
+    assert len(str(facts["bucket_bytes"]).split(",")) >= 2, "the example must make several buckets"
+    assert trace.steps() == [0, 1, 2, 3]
+    assert ddp_mismatches(trace, facts) == []
+    assert trace_format.check_order(trace) == []
+    group = trace.groups[trace.calls(0)[-1].pg]
+    assert group.ranks == (0, 1)
+    for rank in trace.ranks:
+        for call in trace.calls(rank):
+            assert call.t_end_ns is not None and call.t_end_ns >= call.t_issue_ns
+            assert call.in_situ_s is not None
+    assert "commbench record: " in done.stderr
+
+
+def test_a_recorder_that_drops_a_call_fails_the_ddp_checks(tmp_path, ddp_trace):
+    _, clean, facts = ddp_trace
+    dropped_seq = next(c.seq for c in clean.calls(0) if c.step == 2 and c.op == "allreduce")
+    facts_file = tmp_path / "facts.json"
+    done, folder = record(tmp_path, [*TORCHRUN, "2", str(EXAMPLES / "ddp_mlp.py"), "--steps",
+                                     "4", "--width", "256", "--layers", "3", "--bucket-mb", "0.3",
+                                     "--facts", str(facts_file)],
+                          env={"COMMBENCH_RECORD_DROP": str(dropped_seq)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    broken = trace_format.load(folder)
+    assert any("step 2" in problem for problem in ddp_mismatches(broken, facts))
+
+
+def test_fsdp2_gathers_and_scatters_the_sharded_parameters_on_the_mesh_groups(tmp_path):
+    facts_base = tmp_path / "facts"
+    done, folder = record(tmp_path, [*TORCHRUN, "4", str(EXAMPLES / "fsdp_mlp.py"), "--steps",
+                                     "3", "--replicas", "2", "--facts", str(facts_base)])
+    if done.returncode != 0 and ("fully_shard" in done.stderr or "not supported" in
+                                 done.stderr):
+        pytest.skip(f"FSDP2 does not run on gloo/CPU in this torch: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    trace = trace_format.load(folder)
+    assert trace_format.check_order(trace) == []
+    for rank in range(4):
+        facts = json.loads(Path(f"{facts_base}.{rank}").read_text())
+        calls = trace.calls(rank)
+        for step in (1, 2):
+            gathers = [c for c in calls if c.step == step and c.op == "allgather"]
+            scatters = [c for c in calls if c.step == step and c.op == "reduce_scatter"]
+            assert gathers and scatters
+            for call in gathers + scatters:
+                assert trace.groups[call.pg].ranks == tuple(facts["mesh_ranks"])
+            # forward gathers each layer's shard once: their inputs are this rank's shard
+            forward = gathers[:facts["layers"]]
+            assert sum(c.in_numel * c.itemsize for c in forward) == facts["shard_bytes"]
+            assert all(c.out_numel == 2 * c.in_numel for c in gathers)
+            # every gradient is reduce-scattered once: the whole model in, the shard out
+            assert sum(c.in_numel * c.itemsize for c in scatters) == facts["unsharded_bytes"]
+            assert sum(c.out_numel * c.itemsize for c in scatters) == facts["shard_bytes"]
+
+
+SPAWNING = """
+import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
+import commbench.record
+
+def rank_main(rank, port):
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=3)
+    pair = dist.new_group([1, 2])
+    data = torch.ones(1000)
+    for step in range(3):
+        dist.all_reduce(data)
+        if rank in (1, 2):
+            dist.broadcast(data, src=2, group=pair)
+        if rank == 0:
+            dist.send(data[:10], dst=2)
+        elif rank == 2:
+            dist.recv(data[:10], src=0)
+        commbench.record.step()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+    mp.spawn(rank_main, args=(port,), nprocs=3)
+"""
+
+
+def test_a_script_that_spawns_its_ranks_with_explicit_steps_and_subgroups(tmp_path):
+    script = tmp_path / "spawning.py"
+    script.write_text(SPAWNING)
+    done, folder = record(tmp_path, [sys.executable, str(script)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    trace = trace_format.load(folder)
+    assert sorted(trace.ranks) == [0, 1, 2]
+    assert trace.steps() == [0, 1, 2]
+    for step in range(3):
+        ops = {rank: [c.op for c in trace.calls(rank, step)] for rank in range(3)}
+        assert ops == {0: ["allreduce", "send"], 1: ["allreduce", "broadcast"],
+                       2: ["allreduce", "broadcast", "recv"]}
+    broadcast = trace.calls(1, 0)[1]
+    assert trace.groups[broadcast.pg].ranks == (1, 2)
+    assert broadcast.root == 2  # a global rank, though it is rank 1 of the pair
+    send, recv = trace.calls(0, 1)[1], trace.calls(2, 1)[2]
+    assert (send.peer, recv.peer, send.in_numel) == (2, 0, 10)
+    assert send.t_end_ns is not None and recv.t_end_ns is not None  # no future: polled
+    assert trace_format.check_order(trace) == []
+
+
+CRASHING = """
+import os, signal, torch, torch.distributed as dist
+import commbench.record
+dist.init_process_group("gloo", init_method="file://" + os.environ["STORE"], rank=0,
+                        world_size=1)
+for step in range(2):
+    dist.all_reduce(torch.ones(64))
+    commbench.record.step()
+dist.all_reduce(torch.ones(64))  # step 2: never flushed before the crash
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_crash_keeps_the_finished_steps_and_its_exit_status(tmp_path):
+    script = tmp_path / "crashing.py"
+    script.write_text(CRASHING)
+    done, folder = record(tmp_path, [sys.executable, str(script)],
+                          env={"STORE": str(tmp_path / "store")})
+    assert done.returncode == 128 + 9
+    trace = trace_format.load(folder)
+    assert [(c.step, c.op, c.in_numel) for c in trace.calls(0)] == [(0, "allreduce", 64),
+                                                                     (1, "allreduce", 64)]
+    assert json.loads((folder / "record.json").read_text())["exit_code"] == 137
+    assert "exited 137" in done.stderr
+
+
+def test_the_exit_code_of_a_job_that_never_joins_is_passed_through(tmp_path):
+    done, folder = record(tmp_path, [sys.executable, "-c", "import sys; sys.exit(4)"])
+    assert done.returncode == 4
+    assert "nothing recorded" in done.stderr
+
+
+def test_a_sitecustomize_the_recorder_shadows_still_runs(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "sitecustomize.py").write_text(
+        "import os\nopen(os.environ['MARK'], 'w').write('ran')\n")
+    mark = tmp_path / "mark"
+    done, _ = record(tmp_path, [sys.executable, "-c", "pass"],
+                     env={"PYTHONPATH": str(theirs), "MARK": str(mark)})
+    assert done.returncode == 0, done.stderr
+    assert mark.read_text() == "ran"
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "needs a command"),
+    (["--", "/no/such/program"], "no such command"),
+    (["--steps", "0", "--", "true"], "--steps"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    done = subprocess.run([sys.executable, "-m", "commbench", "record", "--out",
+                           str(tmp_path / "t"), *args], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_existing_trace_is_kept_without_force(tmp_path):
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "rank-0.jsonl").write_text("{}\n")
+    done = subprocess.run([sys.executable, "-m", "commbench", "record", "--out", str(folder),
+                           "--", "true"], capture_output=True, text=True)
+    assert done.returncode == 2 and "--force" in done.stderr
+    assert (folder / "rank-0.jsonl").read_text() == "{}\n"
