@@ -173,6 +173,10 @@ class Launch:
     def position(self, where: str) -> None:
         self.sink.position(f"launch {self.index + 1}/{self.total}: {where}")
 
+    def progress(self, done: int, total: int) -> None:
+        """One bar over every launch: this launch's visits after those of the earlier."""
+        self.sink.progress(self.index * total + done, total * self.total)
+
     def note(self, text: str) -> None:
         self.sink.note(text)
 

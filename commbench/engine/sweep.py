@@ -23,6 +23,7 @@ from commbench.collectives.base import Collective, OpContext
 from commbench.config import ITEMSIZE, MeasureSpec
 from commbench.engine.failures import RankFailure, diagnose
 from commbench.engine.faults import Injector
+from commbench.engine.progress import Visits
 from commbench.engine.rows import RowContext, build_row
 from commbench.engine.sampling import (
     Budget,
@@ -118,6 +119,13 @@ class Sweep:
         self._warm: set[tuple[str, str]] = set()  # (backend, dim) groups warmed up
         self._backend, self._dim = "", ""  # what _measure_op is measuring now
         self._inplace = spec.inplace
+        self.visits = Visits(sink, 0)
+
+    def planned_visits(self) -> int:
+        """Sizes x rounds over the plan: what the progress bar counts (engine.progress)."""
+        spec, world = self.spec, self.session.world
+        return sum(len(counts_for(op, spec, dim_size(spec, dim, world))) * spec.rounds
+                   for _, dim, op, _, _ in plan(spec))
 
     def planned_rows(self) -> int:
         spec, world = self.spec, self.session.world
@@ -141,8 +149,13 @@ class Sweep:
 
     def run(self) -> None:
         """Measure everything, in plan order."""
-        for backend, dim, op, variant, inplace in plan(self.spec):
+        spec, world = self.spec, self.session.world
+        self.visits = Visits(self.sink, self.planned_visits())
+        self.visits.start()
+        for backend, dim, op, variant, inplace in plan(spec):
+            self.visits.op(len(counts_for(op, spec, dim_size(spec, dim, world))) * spec.rounds)
             self._measure_op(backend, dim, op, variant, inplace)
+            self.visits.op_done()
 
     def _note(self, text: str) -> None:
         if self.sink is not None and text not in self._noted:
@@ -205,6 +218,7 @@ class Sweep:
             with self._diagnosed():
                 size.measurement = measure(call, timer, session.control, budget, combine)
             size.wall_s += time.perf_counter() - started
+            self.visits.visited()
             self._emit(op, ctx, groups, where, size, active, timer, call)
 
     def _interleaved(self, op, ctx, groups, where, sizes, send, recv, timer, budget, combine,
@@ -231,6 +245,7 @@ class Sweep:
                                                             self.spec.rounds)
                         states[size.count].visit(call)
                     size.wall_s += time.perf_counter() - started
+                    self.visits.visited()
                 with self._diagnosed():
                     if rounds_done(list(states.values()), control, combine, budget):
                         break
@@ -319,7 +334,7 @@ class Sweep:
         row = build_row(op, ctx, where, count, measurement, messages, wrong,
                         active=active, validation=validation)
         row.wall_s = round(size.wall_s, 4)
-        for name, value in op.row_fields(ctx, counted).items():
+        for name, value in op.row_fields(ctx, counted, row.lat_us_p50).items():
             setattr(row, name, value)
         self.sink.row(row.to_dict())
         if spec.per_group and where.dim:

@@ -25,6 +25,10 @@ class Sinks:
         for sink in self.sinks:
             sink.row(record)
 
+    def progress(self, done: int, total: int) -> None:
+        for sink in self.sinks:
+            sink.progress(done, total)
+
     def note(self, text: str) -> None:
         for sink in self.sinks:
             sink.note(text)
@@ -48,6 +52,9 @@ class _Quiet:
         pass
 
     def row(self, record: dict) -> None:
+        pass
+
+    def progress(self, done: int, total: int) -> None:
         pass
 
     def note(self, text: str) -> None:
@@ -100,12 +107,13 @@ class JsonRows(_Stdout, _Quiet):
 
 class Live(_Stdout, Notes):
     """Rows printed as they are measured (the table grows, nccl-tests style), under a progress
-    bar with an ETA on a terminal. Built in the command, started in rank 0 (not pickled live).
+    bar with an ETA on a terminal, counting the sweep's visits (``progress``). Built in the
+    command, started in rank 0 (not pickled live).
     """
 
     def __init__(self, progress: bool, folder: str = "the run folder") -> None:
         super().__init__(folder)
-        self.progress = progress
+        self.show_bar = progress
         self._console = None
         self._bar = None
         self._task = None
@@ -127,7 +135,7 @@ class Live(_Stdout, Notes):
         self._first_backend = backends[0] if backends else ""
         self._per_group = bool((meta.get("config") or {}).get("per_group"))
         self._both_places = bool((meta.get("config") or {}).get("both_places"))
-        if self.progress:
+        if self.show_bar:
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -156,6 +164,12 @@ class Live(_Stdout, Notes):
     def position(self, where: str) -> None:
         if self._bar is not None:
             self._bar.update(self._task, description=where)
+
+    def progress(self, done: int, total: int) -> None:
+        """The bar counts visits (a size measured once, engine.progress), not rows: an op
+        measured in rounds shows its rows only after its last round."""
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, total=max(total, 1))
 
     def _print(self, line: str, soft_wrap: bool = True) -> None:
         self._out(self._console.print, line, markup=False, highlight=False,
@@ -190,8 +204,6 @@ class Live(_Stdout, Notes):
             "op", "pattern", "mesh", "dim", "groups", "group_size", "span", "group", "backend",
             "size_bytes", "busbw_gbps", "wrong", "validation", "lat_us_p50", "beside",
             "workers", "servers")})
-        if self._bar is not None:
-            self._bar.advance(self._task)
 
     def close(self) -> None:
         if self._bar is not None:

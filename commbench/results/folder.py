@@ -124,6 +124,9 @@ class RunWriter:
     def position(self, where: str) -> None:
         pass
 
+    def progress(self, done: int, total: int) -> None:
+        pass
+
     def note(self, text: str) -> None:
         meta, _ = _read_meta(self.path)
         meta.setdefault("notes", []).append(text)

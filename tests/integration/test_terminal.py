@@ -97,3 +97,15 @@ def test_a_reader_that_leaves_early_is_not_a_failure(tmp_path):
     run = json.loads((tmp_path / "head" / "run.json").read_text())
     assert run["status"] == "complete"
     assert len((tmp_path / "head" / "results.jsonl").read_text().splitlines()) == 4
+
+
+def test_the_bar_counts_visits_before_the_rows_of_rounds_appear(tmp_path):
+    """In rounds an op's rows are printed after its last round; the bar must move before:
+    it counts (size, round) visits, 2 sizes x 3 rounds here, each about a second."""
+    code, lines = on_terminal(["allreduce", "--sizes", "8,1K", "--min-time", "3", "--rounds",
+                               "3", "--backend", "gloo", "--name", "bar"], 80, tmp_path)
+    assert code == 0, "\n".join(lines)
+    table = next(i for i, line in enumerate(lines) if line.startswith("# allreduce"))
+    moving = {match.group(1) for line in lines[:table]
+              for match in [re.search(r"\b([1-5])/6\b", line)] if match}
+    assert moving, "\n".join(lines[:table])

@@ -186,3 +186,61 @@ def test_sizes_whose_calls_outlast_a_visit_take_fewer_blocks_per_visit():
     sizes = sweep(Machine(0.1), NotYetTight(), m.Budget(min_time=0.5), rounds=5, sizes=1)
     assert sizes[0].rounds == (2,) * 5
     assert float((sizes[0].per_rank[0] * sizes[0].counts).sum()) <= 1.0 + 1e-9
+
+
+# ---- the progress bar counts visits (a size measured once), not rows -----------------------
+
+class Recorder:
+    def __init__(self):
+        self.seen = []
+
+    def progress(self, done, total):
+        self.seen.append((done, total))
+
+
+def test_visits_advance_per_measured_size_and_round():
+    """An op's rows appear only after its last round: the bar must move at every visit.
+    Op A: 3 sizes x 2 rounds, stopped early after 4 visits (the stop rule); op B: 1 x 2."""
+    from commbench.engine.progress import Visits
+
+    sink = Recorder()
+    visits = Visits(sink, total=8)
+    visits.start()
+    visits.op(6)
+    for _ in range(4):
+        visits.visited()
+    visits.op_done()  # the rounds the stop rule made unnecessary count as done
+    visits.op(2)
+    for _ in range(3):  # one visit too many never passes the op's share
+        visits.visited()
+    visits.op_done()
+    assert sink.seen == [(0, 8), (1, 8), (2, 8), (3, 8), (4, 8), (6, 8), (7, 8), (8, 8)]
+    assert Visits(None, 3).visited() is None  # ranks other than 0 have no sink
+
+
+def test_one_bar_over_every_launch_of_a_repeat():
+    from commbench.commands.measure import Launch
+
+    sink = Recorder()
+    Launch(sink, 1, 3, "start").progress(2, 8)
+    assert sink.seen == [(10, 24)]
+
+
+def test_the_live_bar_follows_visits_without_a_terminal():
+    from commbench.output.live import Live, Sinks
+
+    live = Live(progress=True)
+    sinks = Sinks(live)
+    sinks.begin({"backends": ["gloo"], "config": {}}, 3)
+    try:
+        sinks.progress(5, 12)
+        task = live._bar.tasks[0]
+        assert (task.completed, task.total) == (5, 12)
+        sinks.progress(12, 12)
+        assert live._bar.tasks[0].finished
+    finally:
+        sinks.close()
+    quiet = Live(progress=False)
+    quiet.begin({"backends": ["gloo"], "config": {}}, 3)
+    quiet.progress(1, 3)  # no bar: nothing to move, nothing printed
+    quiet.close()
