@@ -101,8 +101,11 @@ class Call:
         return None
 
     def signature(self) -> tuple:
-        """What every member of the group must agree on for the call to match up."""
-        return (self.pg, self.op, self.dtype, self.size_bytes, self.reduce_op)
+        """What every member of the group must agree on for the call to match up. An uneven
+        all-to-all (``splits``) gives each rank its own buffer sizes: its members agree on the
+        number of splits, not on the bytes."""
+        size = len(self.splits.get("in") or []) if self.splits else self.size_bytes
+        return (self.pg, self.op, self.dtype, size, self.reduce_op)
 
     def to_json(self) -> dict:
         record = asdict(self)
