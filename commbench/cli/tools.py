@@ -113,7 +113,9 @@ def register(app: typer.Typer) -> None:
                                       sequence_parallel, json_out))
 
     import_app = typer.Typer(help="Turn nccl-tests or OSU output into a commbench results folder, "
-                             "so compare, report and model work on it.", no_args_is_help=True)
+                             "so compare, report and model work on it; or torch.profiler "
+                             "traces into a trace folder, so replay and estimate --trace "
+                             "read them.", no_args_is_help=True)
     app.add_typer(import_app, name="import")
 
     def _importer(kind: str, description: str):
@@ -142,3 +144,20 @@ def register(app: typer.Typer) -> None:
         "reduce_scatter, latency, bw, bibw."))
 
 
+
+    @import_app.command("torch-profiler")
+    def import_torch_profiler(
+        source: str = typer.Argument(..., help="One rank's trace (.json or .json.gz, from "
+                                     "prof.export_chrome_trace) or a folder of them, one per "
+                                     "rank."),
+        out: str = typer.Option(..., "--out", help="Trace folder to write (rank-<r>.jsonl)."),
+        force: bool = typer.Option(False, "--force", help="Replace a trace already in --out."),
+    ) -> None:
+        """torch.profiler traces: each record_param_comms event (NCCL) becomes a call of the
+        trace format, its NCCL kernel's duration the in-situ time; a trace without them (gloo)
+        is read from its c10d:: ops (needs record_shapes=True; every call lands on the default
+        group). Steps are the profiler's ProfilerStep#N. Every file is read before anything
+        is written; a file that is not a profiler trace exits 2."""
+        from commbench.commands.imports import run_import_profiler
+
+        raise typer.Exit(run_import_profiler(source, out, force))

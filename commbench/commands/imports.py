@@ -1,4 +1,6 @@
-"""``commbench import nccl-tests|osu FILE``: another tool's output in, a results folder out."""
+"""``commbench import nccl-tests|osu FILE``: another tool's output in, a results folder out;
+``commbench import torch-profiler FILE_OR_DIR --out DIR``: profiler traces in, a trace folder
+(``rank-<r>.jsonl``, SPEC §9) out."""
 
 from __future__ import annotations
 
@@ -67,3 +69,46 @@ def _command_line(kind: str, file: str, op: str | None, out: str, name: str | No
     if force:
         words.append("--force")
     return words
+
+
+def run_import_profiler(source: str, out: str, force: bool) -> int:
+    """Parse every rank's profiler trace (before anything is written, so a bad file leaves no
+    folder), then write one ``rank-<r>.jsonl`` per rank into OUT and check that the members of
+    each group agree on their calls."""
+    from commbench.analysis.importers import torch_profiler
+    from commbench.errors import UsageError
+    from commbench.trace import format as trace_format
+
+    ranks = torch_profiler.read(source)
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder")
+    taken = sorted(folder.glob(trace_format.TRACE_GLOB)) if folder.is_dir() else []
+    if taken and not force:
+        raise UsageError(f"--out {out}: already holds a trace ({taken[0].name}, ...); choose "
+                         "another folder or pass --force to replace it")
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in taken:
+        old.unlink()
+    for rank in ranks:
+        trace_format.write_rank(folder / f"rank-{rank.rank}.jsonl", rank.header, rank.calls)
+    said: dict[str, list[int]] = {}
+    for rank in ranks:
+        for note in rank.notes:
+            said.setdefault(note, []).append(rank.rank)
+    for note, where in said.items():
+        print(f"note: rank(s) {', '.join(map(str, where))}: {note}", file=sys.stderr)
+    trace = trace_format.load(folder)
+    world = trace.world_size
+    if len(ranks) < world:
+        missing = sorted(set(range(world)) - {rank.rank for rank in ranks})
+        print(f"note: {len(ranks)} of {world} ranks' traces (no file for rank(s) "
+              f"{', '.join(map(str, missing))}): replay needs every rank", file=sys.stderr)
+    for problem in trace_format.check_order(trace):
+        print(f"warning: {problem}", file=sys.stderr)
+    calls = sum(len(rank.calls) for rank in ranks)
+    timed = sum(1 for rank in ranks for call in rank.calls if call.in_situ_s is not None)
+    steps = trace.steps()
+    print(f"imported {calls} calls ({timed} with an in-situ time) from {len(ranks)} rank "
+          f"trace(s), step(s) {', '.join(map(str, steps))}, into {folder}")
+    return EXIT_OK
