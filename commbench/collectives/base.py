@@ -57,9 +57,21 @@ class OpContext:
     window: int = 64  # p2p unidir/bidir: messages in flight (p2p.WINDOW, OSU's -W)
     backend: str = ""  # the group's backend (nccl, gloo); '' = ask the group, see backend_of
     options: tuple[tuple[str, Any], ...] = ()  # the op's own options (Collective.options)
+    # The groups of Collective.subgroups, made before anything was timed: (ranks, group)
+    subgroups: tuple[tuple[tuple[int, ...], Any], ...] = ()
 
     def global_rank(self, rank: int) -> int:
         return self.ranks[rank] if self.ranks else rank
+
+    def subgroup(self, ranks: tuple[int, ...]) -> Any:
+        """The group of these global ranks that the sweep made up front (Collective.subgroups).
+        Never made here: new_group is collective over the world, and one made at a call's
+        bind would be made while other ops' sizes are being timed."""
+        for members, group in self.subgroups:
+            if members == tuple(ranks):
+                return group
+        raise LookupError(f"no group of ranks {list(ranks)} was made before the sweep: "
+                          "declare it in the op's subgroups()")
 
     def option(self, name: str, default: Any = None) -> Any:
         """The value of one of the op's own options (``OpOption.name``)."""
@@ -148,9 +160,19 @@ class Collective:
         all-gathered after the check; every rank returns the same length ([] = none)."""
         return []
 
-    def row_fields(self, ctx: OpContext, per_rank: Any) -> dict[str, Any]:
+    def subgroups(self, world: int, options: tuple[tuple[str, Any], ...] = (),
+                  ) -> tuple[tuple[int, ...], ...]:
+        """Groups (global ranks) the op's calls need besides the one it runs in (ps: the W
+        workers of its allreduce baseline). The sweep makes them with the run's groups,
+        before anything is timed, every rank in the same order; a call reads one with
+        ``ctx.subgroup(ranks)``. () = none."""
+        return ()
+
+    def row_fields(self, ctx: OpContext, per_rank: Any, time_us: float = 0.0,
+                   ) -> dict[str, Any]:
         """Extra row fields (schema.Row names) from every rank's ``counters`` (ranks x
-        numbers), or fields of the row this variant names differently; {} = none."""
+        numbers) and the row's time (its median, µs: for rates per step), or fields of the
+        row this variant names differently; {} = none."""
         return {}
 
     def count_for(self, size_bytes: int, itemsize: int, world: int) -> int:

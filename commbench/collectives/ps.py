@@ -66,6 +66,23 @@ def traffic(size_bytes: int, workers: int, servers: int) -> Traffic:
     return Traffic(size_bytes, size_bytes, per_server, per_server)
 
 
+def reduced_gbps(size_bytes: int, workers: int, time_us: float) -> float:
+    """Gradient bytes reduced per second, all workers together (GB/s): a step that ends with
+    every worker holding the sum has reduced each worker's n bytes, W·n in t (sync PS and
+    allreduce alike). Async steps are not one shared step: see ``async_reduced_gbps``."""
+    return workers * size_bytes / (time_us * 1e3) if time_us > 0 else 0.0
+
+
+def async_reduced_gbps(size_bytes: int, servers: int, step_rates, steps: float,
+                       rejected: float) -> float:
+    """Async: each worker's n bytes at its own steps per second (``step_rates``, one per
+    worker), less the rejected pushes' bytes: a rejected push is one shard, n/S, of one of
+    the S·steps pushes (``steps``: over every worker) that were made."""
+    pushes = servers * steps
+    applied = 1.0 - rejected / pushes if pushes > 0 else 0.0
+    return size_bytes * float(sum(step_rates)) * applied / 1e9
+
+
 def roles(world: int, servers: int) -> tuple[int, int]:
     """(W, S): the first W ranks are workers, the last S servers."""
     return world - servers, servers
@@ -93,7 +110,6 @@ class ParameterServer(Collective):
     def __init__(self) -> None:
         self._counted = Counted()  # this rank's traffic as a worker ...
         self._served = Counted()  # ... and as a server (both, when colocated)
-        self._worker_groups: dict[tuple, Any] = {}
         self._count = 0  # the size the last bound call runs at
         # async, per size: a server's versions, a worker's clock and stats (ps_async)
         self._books: dict[int, ps_async.VersionBook] = {}
@@ -269,9 +285,14 @@ class ParameterServer(Collective):
         return [*counted, stats.steps, stats.step_s, stats.wait_s,
                 book.max_lag if book else 0, book.rejected if book else 0]
 
-    def row_fields(self, ctx: OpContext, per_rank: Any) -> dict[str, Any]:
+    def row_fields(self, ctx: OpContext, per_rank: Any, time_us: float = 0.0,
+                   ) -> dict[str, Any]:
+        from commbench.config import ITEMSIZE  # config imports the registry
+
         workers, servers = self._roles(ctx)
-        fields: dict[str, Any] = {"workers": workers, "servers": servers}
+        size_bytes = self._count * ITEMSIZE[ctx.dtype]
+        fields: dict[str, Any] = {"workers": workers, "servers": servers,
+                                  "reduced_gbps": reduced_gbps(size_bytes, workers, time_us)}
         if self._is_baseline(ctx):
             return {**fields, "op": "allreduce", "pattern": "", "reduce_op": "sum",
                     "inplace": True, "group_size": workers}
@@ -283,8 +304,12 @@ class ParameterServer(Collective):
             bound = ctx.option("staleness")
             fields["staleness_bound"] = -1 if bound is None else int(bound)
             steps, step_s, wait_s = (worker_rows[:, i] for i in (4, 5, 6))
+            rates = steps / step_s.clip(min=1e-12)
             fields.update(
-                steps_per_s=float((steps / step_s.clip(min=1e-12)).mean()),
+                reduced_gbps=async_reduced_gbps(size_bytes, servers, rates,
+                                                float(steps.sum()),
+                                                float(server_rows[:, 8].sum())),
+                steps_per_s=float(rates.mean()),
                 pull_wait_us=float((wait_s / steps.clip(min=1)).mean() * 1e6),
                 max_staleness=int(server_rows[:, 7].max()),
                 rejected_pushes=int(server_rows[:, 8].sum()))
@@ -294,30 +319,27 @@ class ParameterServer(Collective):
                 "server_tx_bytes": int(most[2]), "server_rx_bytes": int(most[3])}
 
     # ---- the call -----------------------------------------------------------------------------
-    def _worker_group(self, ctx: OpContext):
-        """The W workers' group for the baseline, made once per backend. new_group is
-        collective over the world, and every rank binds the call at the same visit."""
-        import torch.distributed as dist
-
-        workers, _ = self._roles(ctx)
-        key = (backend_of(ctx), workers, ctx.world)
-        if key not in self._worker_groups:
-            self._worker_groups[key] = dist.new_group(list(range(workers)),
-                                                      backend=backend_of(ctx) or None)
-        return self._worker_groups[key]
+    def subgroups(self, world: int, options=()) -> tuple[tuple[int, ...], ...]:
+        """The W workers' group of the allreduce baseline (none with --no-baseline): made by
+        the sweep with the run's other groups, before anything is timed."""
+        chosen = dict(options)
+        if not chosen.get("baseline", True):
+            return ()
+        workers = world if chosen.get("colocate") else world - int(chosen.get("servers", 1))
+        return (tuple(range(workers)),) if workers >= 1 else ()
 
     def call(self, ctx: OpContext, bufs: Buffers):
         import torch.distributed as dist
 
         workers, servers = self._roles(ctx)
+        self._count = bufs.count  # the size row_fields and counters() report
         if self._is_baseline(ctx):
-            group = self._worker_group(ctx)
+            group = ctx.subgroup(tuple(range(workers)))
             if ctx.rank >= workers:
                 return _idle
             return ALLREDUCE.call(self._baseline_ctx(ctx, group), bufs)
         per_partition = partition_elements(ctx)
         counted, served, group = self._counted, self._served, ctx.group
-        self._count = bufs.count  # whose stats counters() reports
         if backend_of(ctx) == "nccl":
             _open_communicator(dist, bufs.recv, group)
         if self._colocated(ctx):

@@ -115,6 +115,7 @@ class Session:
         self.hosts: list[dict] = []
         self._groups: dict = {}
         self._meshes: dict = {}
+        self._subgroups: dict = {}  # (backend, ranks) -> group
 
     @property
     def nnodes(self) -> int:
@@ -177,6 +178,22 @@ class Session:
                 group = dist.new_group(backend=backend, timeout=timeout)
             self._groups[backend] = group
         return self._groups[backend]
+
+    def subgroup_for(self, backend: str, ranks: tuple[int, ...]):
+        """A group of some of the world's ranks (an op's Collective.subgroups), made once per
+        backend with --timeout. Collective over the world: every rank calls it, in the same
+        order (Sweep.prepare), ranks outside the group too."""
+        key = (backend, tuple(ranks))
+        if key not in self._subgroups:
+            timeout = timedelta(seconds=self.timeout)
+            self._subgroups[key] = dist.new_group(list(ranks), backend=backend,
+                                                  timeout=timeout)
+        return self._subgroups[key]
+
+    def subgroups_of(self, backend: str) -> tuple:
+        """(ranks, group) of every subgroup made for ``backend``, for OpContext.subgroups."""
+        return tuple((ranks, group) for (made_for, ranks), group in self._subgroups.items()
+                     if made_for == backend)
 
     def _options(self, backend: str):
         """Options carrying --timeout, or None (compat.backend_options)."""
@@ -267,4 +284,5 @@ class Session:
                 dist.destroy_process_group()
         self._groups.clear()
         self._meshes.clear()
+        self._subgroups.clear()
         self.control = None

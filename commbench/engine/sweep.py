@@ -144,6 +144,9 @@ class Sweep:
             for dim in self.spec.dims or ("",):
                 self.session.groups_for(backend, self.spec.device_for(backend), self.spec.mesh,
                                         dim)
+        for backend, _, op, _, _ in plan(self.spec):  # the ops' own groups (ps: its workers)
+            for ranks in op.subgroups(self.session.world, self.spec.op_options):
+                self.session.subgroup_for(backend, ranks)
         self.session.control.barrier()
         return time.perf_counter() - started
 
@@ -179,6 +182,7 @@ class Sweep:
             window=spec.window,
             backend=self._backend,
             options=spec.op_options,
+            subgroups=self.session.subgroups_of(self._backend),
         )
 
     def _measure_op(self, backend: str, dim: str, op: Collective, pattern: str,

@@ -3,6 +3,8 @@ side by side with the ratio of their times: one table for the console and summar
 
 A row names its baseline in the ``beside`` field (an op label, 'allreduce'); the baseline
 is the row of that label with the same backend, size and workers. Nothing here knows an op.
+"reduced" is the rows' ``reduced_gbps``: gradient bytes reduced per second over all workers
+(an async step is not one shared step, so there it is not just W / time).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ COLUMNS = [
     Column("ratio", "time", width=7),
     Column("busbw", "GB/s", width=7, drop=1),
     Column("baseline", "busbw", width=8, drop=1),
+    # Gradient bytes reduced per second over all workers (the rows' reduced_gbps).
+    Column("reduced", "GB/s", width=7, drop=1),
+    Column("baseline", "reduced", width=8, drop=1),
 ]
 
 
@@ -28,6 +33,11 @@ def _key(record: dict) -> tuple:
 def baseline_ratio(time_us: float, baseline_us: float) -> float | None:
     """A row's time over its baseline's: above 1 the row is slower than the baseline."""
     return time_us / baseline_us if baseline_us else None
+
+
+def _rate(value) -> str:
+    """A GB/s cell; '-' where the row has none (0, or a row written before the field)."""
+    return f"{float(value):.3f}" if value and value == value else "-"
 
 
 def side_by_side(records: list[dict]) -> list[tuple[str, list[list[str]]]]:
@@ -49,7 +59,8 @@ def side_by_side(records: list[dict]) -> list[tuple[str, list[list[str]]]]:
             size_text(record["size_bytes"]), str(record["backend"]),
             f"{record['lat_us_p50']:.1f}", f"{base['lat_us_p50']:.1f}",
             f"{ratio:.2f}x" if ratio is not None else "-",
-            f"{record['busbw_gbps']:.3f}", f"{base['busbw_gbps']:.3f}"])
+            f"{record['busbw_gbps']:.3f}", f"{base['busbw_gbps']:.3f}",
+            _rate(record.get("reduced_gbps")), _rate(base.get("reduced_gbps"))])
     return list(tables.items())
 
 

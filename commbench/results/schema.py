@@ -83,6 +83,10 @@ class Row:
     rejected_pushes: int = 0
     steps_per_s: float = 0.0
     pull_wait_us: float = 0.0
+    # ps (and its allreduce baseline): gradient bytes summed into the model per second, all
+    # workers together, GB/s: W·n/t in sync and allreduce; in async W·n·steps_per_s less the
+    # rejected pushes' bytes (collectives/ps.py: reduced_gbps)
+    reduced_gbps: float = 0.0
     beside: str = ""  # the op label of this launch's baseline rows it is shown beside (ps)
     # Kept in results.jsonl only: the raw samples, for significance tests and re-analysis;
     # with rounds, how many samples each round took (samples_us in order) and its median.

@@ -48,6 +48,9 @@ def test_two_workers_two_servers_beside_allreduce(tmp_path):
         assert row["wrong"] == 0 and row["validation"] == "full", row
         assert row["world_size"] == 4 and row["rank_time"] == "max"
         assert row["slowest_rank"] in (0, 1)  # a worker: servers are not timed
+        # every worker's n bytes reduced per step, ps and allreduce alike: W·n/t
+        assert row["reduced_gbps"] == pytest.approx(
+            2 * row["size_bytes"] / (row["lat_us_p50"] * 1e3)), row
         if row["op"] == "ps":
             assert_counted_bytes_follow_the_formulas(row, 2, 2)
             assert row["beside"] == "allreduce"
@@ -93,4 +96,7 @@ def test_async_never_exceeds_its_staleness_bound_under_a_straggler(tmp_path):
         assert row["max_staleness"] <= 1, row
         assert row["rejected_pushes"] == 0, row
         assert row["steps_per_s"] > 0 and row["pull_wait_us"] > 0
+        # no push rejected: each worker's n bytes at its own step rate
+        assert row["reduced_gbps"] == pytest.approx(
+            2 * row["size_bytes"] * row["steps_per_s"] / 1e9), row
         assert_counted_bytes_follow_the_formulas(row, 2, 1)

@@ -5,6 +5,7 @@ are in tests/integration/test_ps.py)."""
 
 import threading
 
+import numpy as np
 import pytest
 import torch
 
@@ -146,6 +147,33 @@ def test_counted_bytes_are_the_traffic_formulas(monkeypatch, workers, servers, e
     assert (fields["workers"], fields["servers"]) == (workers, servers)
 
 
+def test_sync_reduces_every_workers_gradient_per_step(monkeypatch):
+    # 3 workers' 4096 B each summed in a 200 µs step: 12288 B / 200 µs = 0.06144 GB/s, the
+    # same formula as the allreduce baseline's row (not algbw, n/t, which is 3x less).
+    _, ops, ctxs, _ = one_step(monkeypatch, 3, 1)
+    per_rank = torch.tensor([op.counters(ctx) for op, ctx in zip(ops, ctxs, strict=True)])
+    fields = ops[0].row_fields(ctxs[0], per_rank.numpy(), time_us=200.0)
+    assert fields["reduced_gbps"] == pytest.approx(0.06144)
+    assert ps.reduced_gbps(COUNT * 4, 3, 200.0) == pytest.approx(0.06144)
+
+
+def test_async_reduced_bytes_are_each_workers_steps_less_the_rejected_pushes():
+    # Worker 0: 10 steps in 10 ms (1000/s), worker 1: 10 in 20 ms (500/s); the one server
+    # rejected 2 of the 20 pushes: 4096 B x 1500/s x 18/20 = 5.5296 MB/s. The row's own time
+    # (a block's, max over workers) does not enter.
+    op = ps.ParameterServer()
+    ctx = contexts(2, 1, pattern="async")[0]
+    op._count = COUNT  # the size its last bound call ran at (set by call)
+    #                  tx    rx    stx   srx   steps step_s wait  lag rejected
+    per_rank = np.array([[4096, 4096, 0, 0, 10, 0.010, 0.001, 0, 0],
+                         [4096, 4096, 0, 0, 10, 0.020, 0.001, 0, 0],
+                         [0, 0, 8192, 8192, 0, 0.0, 0.0, 1, 2]], dtype=float)
+    fields = op.row_fields(ctx, per_rank, time_us=999.0)
+    assert fields["reduced_gbps"] == pytest.approx(4096 * 1500 * 0.9 / 1e9)
+    assert fields["steps_per_s"] == pytest.approx(750.0)
+    assert fields["rejected_pushes"] == 2
+
+
 @pytest.mark.parametrize(("workers", "servers"), [(2, 2), (3, 1), (2, 1)])
 def test_every_worker_ends_with_the_exact_sum(monkeypatch, workers, servers):
     _, ops, ctxs, bufs = one_step(monkeypatch, workers, servers)
@@ -194,6 +222,32 @@ def test_busbw_factor_is_the_larger_of_a_worker_and_a_server_load():
 
 def test_servers_are_left_out_of_the_time():
     assert [ps.COLLECTIVE.active(ctx) for ctx in contexts(2, 2)] == [True, True, False, False]
+
+
+def test_the_workers_group_is_made_up_front_by_the_sweep_never_at_the_call():
+    from types import SimpleNamespace
+
+    from commbench.config import MeasureSpec
+    from commbench.engine.sweep import Sweep
+
+    made = []
+    session = SimpleNamespace(
+        rank=0, world=4, groups_for=lambda *args: made.append(("world", args[0])),
+        subgroup_for=lambda backend, ranks: made.append((backend, ranks)),
+        control=SimpleNamespace(barrier=lambda: made.append("barrier")))
+    options = (("servers", 2), ("mode", "sync,async"), ("baseline", True))
+    Sweep(session, MeasureSpec(ops=("ps",), backends=("gloo",), op_options=options),
+          None).prepare()
+    # once per variant asked (the session makes each once); all before the barrier
+    assert made[0] == ("world", "gloo") and made[-1] == "barrier"
+    assert set(made[1:-1]) == {("gloo", (0, 1))}
+    assert ps.COLLECTIVE.subgroups(4, (("servers", 1), ("baseline", False))) == ()
+    assert ps.COLLECTIVE.subgroups(3, (("colocate", True),)) == ((0, 1, 2),)
+    # A call whose group was not made up front is refused, not made at its bind.
+    ctx = contexts(2, 2, pattern=ps.BASELINE)[0]
+    bufs = buffers(ps.COLLECTIVE, ctx)
+    with pytest.raises(LookupError, match=r"no group of ranks \[0, 1\]"):
+        ps.COLLECTIVE.call(ctx, bufs)
 
 
 def test_the_baseline_rows_are_allreduce_over_the_workers():
@@ -267,6 +321,9 @@ def test_the_table_puts_ps_beside_allreduce_with_the_ratio():
     [(title, rows)] = side_by_side(records)
     assert "ps/sync beside allreduce over the same 2 workers" in title
     assert [cells[4] for cells in rows] == ["3.00x", "0.50x"]
+    assert [cells[7:] for cells in rows] == [["-", "-"]] * 2  # rows without reduced_gbps
+    records[0]["reduced_gbps"], records[2]["reduced_gbps"] = 0.0273, 0.0819
+    assert side_by_side(records)[0][1][0][7:] == ["0.027", "0.082"]
     assert side_by_side(records[2:]) == []  # no row names a baseline: no table
 
 
