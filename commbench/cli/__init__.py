@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from commbench.cli import locating, measuring, recording, tools
+from commbench.cli import locating, measuring, recording, replaying, tools
 from commbench.errors import EXIT_OK, EXIT_USAGE, CommbenchError
 
 app = typer.Typer(
@@ -50,6 +50,7 @@ measuring.register(app)
 tools.register(app)
 locating.register(app)
 recording.register(app)
+replaying.register(app)
 
 
 def _plain_metavars(command) -> None:

@@ -1,0 +1,379 @@
+"""What a replay runs and what it reports (SPEC §9), as pure functions over a trace.
+
+The plan
+    ``select_steps``: which recorded steps are replayed, in order. By default every step after
+    the first (step 0 holds setup traffic: DDP's broadcast of the parameters, the first
+    bucket rebuild), or step 0 alone when the trace has no other, in whole passes until at
+    least ``DEFAULT_STEPS`` steps are replayed. ``--steps K`` replays K steps, cycling over
+    those; ``--steps 2-4,7`` replays the named steps once each; ``all`` every step once.
+    ``gaps``: with ``--gaps recorded``, a call waits for the compute time the recording saw
+    before it: its issue minus its predecessor's end within the step, where the end of an
+    asynchronous predecessor is its issue (the host had control back at once); the first call
+    of a step waits for nothing, and negative gaps (overlapping calls) are 0.
+    ``isolated_plan``: the default model is a quick sweep of this launch at the trace's own
+    sizes: every distinct call (same group, op, dtype, sizes, root, reduction; a p2p message
+    by its two ends) is timed alone, back to back, after the replay. Every rank reads the
+    same plan from the trace, so they time the same calls in the same order.
+
+The figures (``summarise``)
+    Per op and dtype and per rank: bytes (commbench's size, the largest buffer) and calls per
+    replayed step, and three times per step: in situ (the recording's own call times), replayed
+    (issue to completion of each replayed call, summed) and model (each call priced, summed).
+    A row is the mean over the ranks that make the op's calls; ``per_step`` the mean over ranks
+    of each rank's total, and the replayed step's wall (first issue to last completion, where
+    overlapping calls count once). Sums of call times count overlapping calls twice, as an
+    estimate does: the wall is the number to set beside a step's time.
+
+Data in, data out: nothing here imports torch or prints.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from commbench.errors import UsageError
+from commbench.trace.format import Call, Trace, check_order
+
+P2P_OPS = ("send", "recv")
+GAPS = ("none", "recorded")
+# A short trace is replayed in whole passes until this many steps are timed: one step of a
+# busy machine can read 5x another (seen on the 2-core VM), and in situ is averaged alike.
+DEFAULT_STEPS = 10
+
+
+@dataclass(frozen=True)
+class Item:
+    """One distinct call timed alone: the group, and each member's call (rank, seq)."""
+
+    group: str
+    op: str
+    calls: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """What every rank runs: the recorded steps in replay order, the waits before calls
+    (rank -> seq -> seconds; empty without --gaps recorded) and the calls to time alone."""
+
+    steps: tuple[int, ...]
+    gaps: dict[int, dict[int, float]] = field(default_factory=dict)
+    isolated: tuple[Item, ...] = ()
+
+
+def select_steps(available: list[int], text: str | None) -> list[int]:
+    """The recorded steps to replay, in order (the module docstring)."""
+    if not available:
+        raise UsageError("the trace holds no calls to replay")
+    later = available[1:] or available
+    if text is None or text.strip().lower() in ("", "default"):
+        passes = -(-DEFAULT_STEPS // len(later))  # whole passes, at least DEFAULT_STEPS
+        return later * passes
+    value = text.strip().lower()
+    if value == "all":
+        return list(available)
+    if value.isdigit():
+        count = int(value)
+        if count < 1:
+            raise UsageError(f"bad --steps {text!r}: at least 1 step")
+        return [later[i % len(later)] for i in range(count)]
+    chosen: list[int] = []
+    for part in filter(None, (p.strip() for p in value.split(","))):
+        lo, dash, hi = part.partition("-")
+        try:
+            first, last = int(lo), int(hi) if dash else int(lo)
+        except ValueError:
+            raise UsageError(f"bad --steps {text!r}: a count (5), recorded steps (1-3,7) or "
+                             "all") from None
+        missing = [s for s in range(first, last + 1) if s not in available]
+        if missing or last < first:
+            raise UsageError(f"bad --steps {text!r}: the trace has steps "
+                             f"{_ranges(available)}, not {_ranges(missing) or part}")
+        chosen += list(range(first, last + 1))
+    if not chosen:
+        raise UsageError(f"bad --steps {text!r}: no step named")
+    return chosen
+
+
+def _ranges(values: list[int]) -> str:
+    values = sorted(set(values))
+    runs: list[list[int]] = []
+    for value in values:
+        if runs and value == runs[-1][-1] + 1:
+            runs[-1].append(value)
+        else:
+            runs.append([value])
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def check_trace(trace: Trace, launched: int) -> None:
+    """Refuse what cannot be replayed: missing rank files, ranks that disagree on a group's
+    calls (the replay would deadlock), more ranks than the launch has."""
+    world = trace.world_size
+    missing = sorted(set(range(world)) - set(trace.ranks))
+    if missing:
+        raise UsageError(f"{trace.path}: the trace has no file for rank(s) "
+                         f"{_ranges(missing)} of its {world}: every rank's calls are needed")
+    if world > launched:
+        raise UsageError(f"{trace.path}: the trace needs {world} ranks and this launch has "
+                         f"{launched}")
+    problems = check_order(trace)
+    if problems:
+        raise UsageError(f"{trace.path}: the ranks disagree on their calls, a replay would "
+                         f"deadlock: {problems[0]}")
+
+
+def gaps(calls: list[Call]) -> dict[int, float]:
+    """seq -> seconds to wait before the call (``--gaps recorded``, the module docstring)."""
+    out: dict[int, float] = {}
+    previous: Call | None = None
+    for call in calls:
+        wait = 0.0
+        if previous is not None and call.t_issue_ns is not None:
+            end = previous.t_issue_ns if previous.is_async else previous.t_end_ns
+            if end is not None:
+                wait = max(0, call.t_issue_ns - end) / 1e9
+        out[call.seq] = wait
+        previous = call
+    return out
+
+
+def local_key(call: Call) -> tuple:
+    """What makes two calls of one rank the same call to time (and one buffer to share)."""
+    splits = json.dumps(call.splits, sort_keys=True) if call.splits else ""
+    return (call.pg, call.op, call.dtype, call.in_numel, call.out_numel, call.reduce_op,
+            call.root, call.peer, splits)
+
+
+def isolated_plan(trace: Trace, steps: list[int]) -> tuple[Item, ...]:
+    """The distinct calls of the replayed steps, in one order every rank computes alike."""
+    wanted = set(steps)
+    items: list[Item] = []
+    for name, group in sorted(trace.groups.items(), key=lambda kv: (kv[1].ranks, kv[0])):
+        members = [r for r in group.ranks if r in trace.ranks]
+        if not members:
+            continue
+        sequences = {r: [c for c in trace.calls(r) if c.pg == name and c.step in wanted
+                         and c.op not in P2P_OPS] for r in members}
+        seen: set[tuple] = set()
+        for index, call in enumerate(sequences[members[0]]):
+            key = local_key(call)
+            if key in seen:
+                continue
+            seen.add(key)
+            calls = tuple((r, sequences[r][index].seq) for r in members
+                          if index < len(sequences[r]))
+            items.append(Item(name, call.op, calls))
+    items += _p2p_items(trace, wanted)
+    return tuple(items)
+
+
+def _p2p_items(trace: Trace, wanted: set[int]) -> list[Item]:
+    """A message by its two ends: the k-th send from a to b meets the k-th recv of b from a."""
+    sends: dict[tuple, list[Call]] = {}
+    recvs: dict[tuple, list[Call]] = {}
+    for rank in sorted(trace.ranks):
+        for call in trace.calls(rank):
+            if call.step not in wanted or call.peer is None:
+                continue
+            if call.op == "send":
+                sends.setdefault((call.pg, rank, call.peer), []).append(call)
+            elif call.op == "recv":
+                recvs.setdefault((call.pg, call.peer, rank), []).append(call)
+    items, seen = [], set()
+    for (pg, src, dst), sent in sorted(sends.items()):
+        received = recvs.get((pg, src, dst), [])
+        for send, recv in zip(sent, received, strict=False):
+            key = (pg, src, dst, send.dtype, send.size_bytes)
+            if key not in seen:
+                seen.add(key)
+                items.append(Item(pg, "p2p", ((src, send.seq), (dst, recv.seq))))
+    return items
+
+
+def make_plan(trace: Trace, steps: list[int], gap_mode: str, isolated: bool) -> ReplayPlan:
+    if gap_mode not in GAPS:
+        raise UsageError(f"bad --gaps {gap_mode!r}: none or recorded")
+    waits: dict[int, dict[int, float]] = {}
+    if gap_mode == "recorded":
+        for rank in trace.ranks:
+            waits[rank] = {}
+            for step in set(steps):
+                waits[rank].update(gaps(trace.calls(rank, step)))
+        if not any(any(v > 0 for v in w.values()) for w in waits.values()):
+            raise UsageError(f"{trace.path}: --gaps recorded needs issue and end times, and "
+                             "the trace has none")
+    return ReplayPlan(tuple(steps), waits, isolated_plan(trace, steps) if isolated else ())
+
+
+# ---- what the ranks measured, and the figures ------------------------------------------------
+
+@dataclass
+class RankResult:
+    """One rank's replay: per replayed step its wall and every call's (seq, issue, end,
+    bytes), times in seconds from the step's start; the isolated medians by item index."""
+
+    rank: int
+    steps: list[dict]
+    isolated: dict[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, record: dict) -> RankResult:
+        return cls(int(record["rank"]), list(record["steps"]),
+                   {int(k): float(v) for k, v in record.get("isolated", {}).items()})
+
+
+# (rank, call) -> (seconds or None, where the price came from): analysis.replay_price
+Price = Callable[[int, Call], "tuple[float | None, str]"]
+
+
+def calls_by_seq(trace: Trace, rank: int) -> dict[int, Call]:
+    return {call.seq: call for call in trace.calls(rank)}
+
+
+@dataclass
+class OpFigures:
+    """One (op, dtype) of one rank, per replayed step (means over the replayed steps)."""
+
+    op: str
+    dtype: str
+    bytes: float = 0.0
+    calls: float = 0.0
+    replayed_bytes: float = 0.0
+    replayed_calls: float = 0.0
+    in_situ_s: float | None = 0.0
+    replayed_s: float = 0.0
+    model_s: float | None = 0.0
+    sources: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Summary:
+    steps: int
+    per_step: dict
+    ops: list[dict]
+    ranks: list[dict]
+    notes: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict:
+        return {"steps": self.steps, "per_step": self.per_step, "ops": self.ops,
+                "notes": self.notes}
+
+
+def _add(total: float | None, value: float | None) -> float | None:
+    return None if total is None or value is None else total + value
+
+
+def rank_figures(trace: Trace, plan: ReplayPlan, result: RankResult,
+                 price: Price) -> dict[tuple[str, str], OpFigures]:
+    """(op, dtype) -> this rank's figures per step, the trace's beside the replay's."""
+    rank = result.rank
+    count = max(1, len(result.steps))
+    figures: dict[tuple[str, str], OpFigures] = {}
+    by_seq = calls_by_seq(trace, rank)
+    for replayed in result.steps:
+        for call in trace.calls(rank, int(replayed["step"])):
+            fig = figures.setdefault((call.op, call.dtype), OpFigures(call.op, call.dtype))
+            fig.bytes += call.size_bytes / count
+            fig.calls += 1 / count
+            fig.in_situ_s = _add(fig.in_situ_s, _scaled(call.in_situ_s, count))
+            cost, source = price(rank, call)
+            fig.model_s = _add(fig.model_s, _scaled(cost, count))
+            fig.sources.add(source)
+        for seq, issue, end, nbytes in replayed["calls"]:
+            call = by_seq[int(seq)]
+            fig = figures.setdefault((call.op, call.dtype), OpFigures(call.op, call.dtype))
+            fig.replayed_bytes += nbytes / count
+            fig.replayed_calls += 1 / count
+            fig.replayed_s += max(0.0, end - issue) / count
+    return figures
+
+
+def _scaled(value: float | None, count: int) -> float | None:
+    return None if value is None else value / count
+
+
+def _mean(values: list) -> float | None:
+    return None if not values or any(v is None for v in values) else statistics.fmean(values)
+
+
+def summarise(trace: Trace, plan: ReplayPlan, results: dict[int, RankResult],
+              price: Price) -> Summary:
+    """The table's rows, the per-step totals and one row per rank and op (replay.csv)."""
+    per_rank = {rank: rank_figures(trace, plan, result, price)
+                for rank, result in sorted(results.items())}
+    keys = sorted({key for figures in per_rank.values() for key in figures})
+    ops = []
+    for op, dtype in keys:
+        mine = [figures[(op, dtype)] for figures in per_rank.values() if (op, dtype) in figures]
+        ops.append({"op": op, "dtype": dtype,
+                    "bytes": _whole(_mean([f.bytes for f in mine])),
+                    "calls": _whole(_mean([f.calls for f in mine])),
+                    "in_situ_s": _mean([f.in_situ_s for f in mine]),
+                    "replayed_s": _mean([f.replayed_s for f in mine]),
+                    "model_s": _mean([f.model_s for f in mine]),
+                    "replayed_bytes": _whole(_mean([f.replayed_bytes for f in mine])),
+                    "replayed_calls": _whole(_mean([f.replayed_calls for f in mine])),
+                    "ranks": len(mine),
+                    "model_source": ", ".join(sorted(set().union(*(f.sources for f in mine))))})
+    rows = [{"rank": rank, **{k: v for k, v in vars(f).items() if k != "sources"},
+             "model_source": ", ".join(sorted(f.sources))}
+            for rank, figures in per_rank.items() for f in figures.values()]
+    totals = {name: [_total([getattr(f, name) for f in figures.values()])
+                     for figures in per_rank.values() if figures]
+              for name in ("in_situ_s", "replayed_s", "model_s")}
+    walls = [statistics.fmean(s["wall_s"] for s in r.steps) for r in results.values() if r.steps]
+    spans = [_span(trace, rank, [int(s["step"]) for s in results[rank].steps])
+             for rank in results]
+    per_step = {name: _mean(values) for name, values in totals.items()}
+    per_step.update(replayed_wall_s=_mean(walls), in_situ_span_s=_mean(spans),
+                    replayed_max_rank_s=max(totals["replayed_s"], default=None))
+    notes = _notes(ops, plan)
+    return Summary(len(plan.steps), per_step, ops, rows, notes)
+
+
+def _total(values: list) -> float | None:
+    return None if any(v is None for v in values) else sum(values)
+
+
+def _whole(value: float | None) -> float | int | None:
+    if value is None:
+        return None
+    return int(round(value)) if abs(value - round(value)) < 1e-9 else value
+
+
+def _span(trace: Trace, rank: int, steps: list[int]) -> float | None:
+    """The recorded steps' communication span: first issue to last end, mean over steps."""
+    spans = []
+    for step in steps:
+        calls = trace.calls(rank, step)
+        issued = [c.t_issue_ns for c in calls if c.t_issue_ns is not None]
+        ended = [c.t_end_ns for c in calls if c.t_end_ns is not None]
+        if not issued or not ended or len(ended) < len(calls):
+            return None
+        spans.append(max(0, max(ended) - min(issued)) / 1e9)
+    return statistics.fmean(spans) if spans else None
+
+
+def _notes(ops: list[dict], plan: ReplayPlan) -> list[str]:
+    notes = []
+    for row in ops:
+        if row["bytes"] != row["replayed_bytes"] or row["calls"] != row["replayed_calls"]:
+            notes.append(f"{row['op']} {row['dtype']}: the replay moved {row['replayed_bytes']} "
+                         f"bytes in {row['replayed_calls']} calls per step, the trace "
+                         f"{row['bytes']} in {row['calls']}")
+        if row["in_situ_s"] is None:
+            notes.append(f"{row['op']} {row['dtype']}: the trace has no completion times, so "
+                         "no in-situ time")
+        if row["model_s"] is None:
+            notes.append(f"{row['op']} {row['dtype']}: not priced ({row['model_source']})")
+    if plan.gaps:
+        notes.append("--gaps recorded: each call waited for the compute time recorded before it")
+    return notes
+
+
+def mismatches(summary: Summary) -> list[str]:
+    """Where the replay's bytes or calls per step differ from the trace's (a check)."""
+    return [note for note in summary.notes if "the replay moved" in note]

@@ -1,0 +1,245 @@
+"""replay: a recorded training step's communication, run again here and priced (SPEC §9).
+
+The flow, as locate's: read and check the trace before anything starts (no such folder, not a
+trace, ranks that disagree on their calls, more ranks than the launch has, a --curves run that
+cannot price the calls: one line, exit 2); plan the replay (analysis.replay); price on
+--curves now, so a curve the run lacks is refused before launching; create the run folder;
+launch (local ranks through the elastic agent, or this process as one rank of an external
+launcher), rank 0 writing every rank's numbers to replayed.jsonl; then the figures, the files,
+the table or --json, and the exit code. A failed or hung rank ends the run in bounded time
+(the engine's failure handling) with exit 3 and run.json saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from commbench.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
+
+REPLAYED_JSONL = "replayed.jsonl"
+REPLAY_CSV = "replay.csv"
+RANKS_CSV = "replay_ranks.csv"
+STEPS_CSV = "replay_steps.csv"
+CHART = "replay.png"
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """replay's options, every default stated once."""
+
+    trace: str = ""
+    steps: str | None = None  # None: every step after the first (analysis.replay)
+    curves: str | None = None  # None: this launch's quick sweep at the trace's sizes
+    gaps: str = "none"  # none | recorded
+    nproc: int | None = None  # None: the trace's world size
+    timeout: float = 300.0
+    backend: str = "auto"  # auto: the trace's backend
+    warmup: int = 1
+
+
+@dataclass(frozen=True)
+class ReplayOutput:
+    out: str = "results"
+    name: str | None = None
+    force: bool = False
+    json_out: bool = False
+    command_line: tuple[str, ...] = field(default_factory=tuple)
+
+
+class ReplaySink:
+    """Rank 0's sink: run.json (through the run writer) and one replayed.jsonl line per rank."""
+
+    def __init__(self, writer) -> None:
+        self.writer = writer
+
+    def begin(self, meta: dict) -> None:
+        self.writer.begin(meta, 0)
+
+    def results(self, records: list[dict]) -> None:
+        with open(self.writer.path / REPLAYED_JSONL, "w") as out:
+            for record in records:
+                out.write(json.dumps(record) + "\n")
+
+    def close(self) -> None:
+        pass
+
+
+def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
+    from commbench.analysis.replay import check_trace, make_plan, select_steps
+    from commbench.engine.replay import ReplayJob
+    from commbench.launch import detect
+    from commbench.trace.format import load
+
+    env = detect()
+    if env is not None and spec.nproc is not None:
+        raise UsageError(f"--nproc cannot be used under {env.launcher}: it already started "
+                         f"{env.world} ranks")
+    if spec.nproc is not None and spec.nproc < 1:
+        raise UsageError(f"bad --nproc {spec.nproc}: at least 1 rank is needed")
+    if spec.warmup < 0:
+        raise UsageError(f"bad --warmup {spec.warmup}: 0 or more steps")
+    trace = load(spec.trace)
+    world = env.world if env else (spec.nproc or trace.world_size)
+    check_trace(trace, world)
+    steps = select_steps(trace.steps(), spec.steps)
+    backend = _backend(spec.backend, trace)
+    curves = _curves(spec.curves, trace, steps)
+    plan = make_plan(trace, steps, spec.gaps, isolated=curves is None)
+    device = "cuda" if backend == "nccl" else "cpu"
+    job = ReplayJob(trace=trace, plan=plan, backend=backend, device=device,
+                    timeout=spec.timeout, warmup=spec.warmup,
+                    config={**asdict(spec), "backend": backend, "world": world})
+    if env is not None and env.rank != 0:
+        _run_external(env, job, None)
+        return EXIT_OK
+    return _launch(spec, output, env, world, trace, job, curves)
+
+
+def _backend(name: str, trace) -> str:
+    from commbench.launch.backends import resolve_backends
+
+    if name not in ("auto", "gloo", "nccl"):
+        raise UsageError(f"bad --backend {name!r}: gloo, nccl or auto (the trace's)")
+    recorded = str(trace.header.get("backend") or "")
+    if name == "auto":
+        name = recorded if recorded in ("gloo", "nccl") else resolve_backends(("auto",))[0]
+    if name == "nccl":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("the trace was recorded on nccl, which needs CUDA GPUs, and none "
+                             "is visible here: replay it on CPUs with --backend gloo"
+                             if recorded == "nccl" else "--backend nccl needs CUDA GPUs, and "
+                             "none is visible here")
+    return name
+
+
+def _curves(path: str | None, trace, steps: list[int]):
+    """--curves RUN: prices on that run's curves, every call read now (exit 2 if one cannot
+    be); None: the default quick sweep."""
+    if path is None:
+        return None
+    from commbench.analysis.replay_price import curve_prices
+    from commbench.output.console import say
+    from commbench.results import load_run
+
+    run = load_run(path)
+    for warning in run.warnings:
+        say(f"warning: {warning}")
+    wanted = set(steps)
+    calls = [(rank, call) for rank in sorted(trace.ranks) for call in trace.calls(rank)
+             if call.step in wanted]
+    prices = curve_prices(run.rows, trace, calls)
+    prices.run_name = run.name
+    return prices
+
+
+def _launch(spec: ReplaySpec, output: ReplayOutput, env, world: int, trace, job,
+            curves) -> int:
+    from commbench import results
+    from commbench.output.console import say
+
+    run_id = output.name or _run_id(job.backend, world)
+    path = results.create(output.out, run_id, force=output.force, generated=output.name is None)
+    writer = results.RunWriter(path, {"name": path.name, "command": "replay",
+                                      "command_line": list(output.command_line),
+                                      "trace": str(Path(spec.trace).resolve())})
+    writer.start()
+    sink = ReplaySink(writer)
+    try:
+        if env is not None:
+            _run_external(env, job, sink)
+        else:
+            _run_local(job, sink, world)
+    except (RunFailed, Interrupted) as failure:
+        say(f"error: {failure}")
+        writer.update({"status": "failed", "error": str(failure), "end_time": results.now()})
+        say(f"run.json in {path} says why (nothing is replayed in part)")
+        return failure.exit_code
+    return finish(path, spec, output, trace, job, curves)
+
+
+def _run_id(backend: str, world: int) -> str:
+    from datetime import datetime
+
+    return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-replay-{backend}-n{world}"
+
+
+def _run_local(job, sink, world: int) -> None:
+    from commbench.engine.failures import explain
+    from commbench.engine.replay import run_replay_rank
+    from commbench.launch.local import run_local
+    from commbench.output.console import say
+
+    say(f"starting {world} local {job.backend} rank(s) to replay {len(job.plan.steps)} "
+        "step(s) ...")
+    if world > (os.cpu_count() or 1):
+        say(f"warning: {world} ranks on {os.cpu_count()} CPU cores: ranks wait for a core "
+            "and the replayed times include that wait")
+    run_local(run_replay_rank, (job, sink), world, job.timeout, job.device == "cuda", explain)
+
+
+def _run_external(env, job, sink) -> None:
+    from commbench.commands.measure import as_external_rank
+    from commbench.engine.replay import run_replay_rank
+
+    as_external_rank(env, lambda: run_replay_rank(env, job, sink))
+
+
+def read_replayed(path: Path) -> dict:
+    from commbench.analysis.replay import RankResult
+
+    lines = (path / REPLAYED_JSONL).read_text().splitlines()
+    found = [RankResult.from_json(json.loads(line)) for line in lines if line.strip()]
+    return {result.rank: result for result in found}
+
+
+def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job, curves) -> int:
+    """The figures from replayed.jsonl, every file of the folder, the console; exit code."""
+    from commbench import results
+    from commbench.analysis.replay import mismatches, summarise
+    from commbench.analysis.replay_price import isolated_prices
+    from commbench.output import replay as render
+    from commbench.output.console import say, terminal_width
+
+    replayed = {rank: r for rank, r in read_replayed(path).items() if rank in trace.ranks}
+    price = curves if curves is not None else isolated_prices(trace, job.plan, replayed)
+    summary = summarise(trace, job.plan, replayed, price)
+    if curves is not None:
+        summary.notes[:0] = [f"--curves: {note}" for note in curves.notes]
+    model = (f"priced on the curves of {curves.run_name} (measured, interpolated or its α–β "
+             "fit)" if curves is not None else "each distinct call timed alone in this launch")
+    head = {"trace": str(spec.trace), "world": trace.world_size, "backend": job.backend,
+            "gaps": spec.gaps, "model": model}
+    wrong = mismatches(summary)
+    meta = results.read_meta(path)
+    meta.update(status="complete", error=None, end_time=results.now(), replay=summary.as_json(),
+                head=head)
+    results.RunWriter(path).update(meta)
+    render.write_csv(path / REPLAY_CSV, summary.ops, render.OP_COLUMNS)
+    render.write_csv(path / RANKS_CSV, summary.ranks, render.RANK_COLUMNS)
+    render.write_csv(path / STEPS_CSV, _step_rows(replayed), render.STEP_COLUMNS)
+    (path / results.SUMMARY).write_text(render.summary_markdown(summary, head, meta))
+    if summary.ops:
+        render.bar_chart(path / CHART, summary, path.name)
+    stream = sys.stderr if output.json_out else sys.stdout
+    for line in render.table_lines(summary, head, terminal_width()):
+        print(line, file=stream)
+    print(f"results: {path}", file=stream, flush=True)
+    if output.json_out:
+        print(json.dumps({**summary.as_json(), "results": str(path)}), flush=True)
+    if wrong:
+        say(f"error: the replay differs from the trace: {wrong[0]}")
+        return EXIT_FINDING
+    return EXIT_OK
+
+
+def _step_rows(replayed: dict) -> list[dict]:
+    return [{"rank": rank, "index": s["index"], "step": s["step"], "wall_s": s["wall_s"],
+             "calls": len(s["calls"]), "calls_s": sum(max(0.0, e - i) for _, i, e, _ in
+                                                      s["calls"])}
+            for rank, result in sorted(replayed.items()) for s in result.steps]
