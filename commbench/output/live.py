@@ -203,7 +203,7 @@ class Live(_Stdout, Notes):
         self._footer_rows.append({k: record.get(k) for k in (
             "op", "pattern", "mesh", "dim", "groups", "group_size", "span", "group", "backend",
             "size_bytes", "busbw_gbps", "wrong", "validation", "lat_us_p50", "beside",
-            "workers", "servers")})
+            "workers", "servers", "reduced_gbps")})
 
     def close(self) -> None:
         if self._bar is not None:

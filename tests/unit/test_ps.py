@@ -327,6 +327,31 @@ def test_the_table_puts_ps_beside_allreduce_with_the_ratio():
     assert side_by_side(records[2:]) == []  # no row names a baseline: no table
 
 
+def test_the_live_table_shows_the_reduced_bytes_beside_the_baseline(capsys):
+    from dataclasses import MISSING, fields
+
+    from commbench.output.live import Live
+    from commbench.results.schema import Row
+
+    def record(op, pattern, time_us, reduced, beside=""):
+        values = {f.name: 0 for f in fields(Row) if f.default is MISSING
+                  and f.default_factory is MISSING}
+        values.update(op=op, backend="gloo", device="cpu", dtype="float32", reduce_op="sum",
+                      inplace=False, size_bytes=4096, lat_us_p50=time_us)
+        row = Row(**values).to_dict()
+        row.update(pattern=pattern, workers=2, servers=1, beside=beside, reduced_gbps=reduced)
+        return row
+
+    live = Live(progress=False)
+    live.begin({"backends": ["gloo"], "config": {}}, 2)
+    live.row(record("ps", "sync", 300.0, 0.0273, "allreduce"))
+    live.row(record("allreduce", "", 100.0, 0.0819))
+    live.close()
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if "3.00x" in line)
+    assert line.split()[-2:] == ["0.027", "0.082"]
+
+
 # ---- async: the version book alone ----------------------------------------------------------
 
 def test_a_push_beyond_the_bound_is_rejected_and_counted():
