@@ -16,26 +16,21 @@ Rows are paired only when they measured the same thing (results.schema.KEY_COLUM
 pattern, backend, dtype, reduce op, in-place, device, root, rank-time, mesh, dim, group size,
 group, peers, world size, size). Rows of the same op and size that differ in the rest are kept
 apart and named; sizes one side lacks are named; a partial or failed run is named. Rows of
-several launches of one run (``--repeat``) are pooled into one before pairing.
+several launches of one run (``--repeat``) are pooled into one before pairing
+(analysis.launches, which the report, model and a run's own summary and plots share).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from commbench.analysis.launches import plain as _plain
+from commbench.analysis.launches import pool_launches
 from commbench.errors import UsageError
 from commbench.results import Run, meta_value
 from commbench.results.schema import IDENTITY_COLUMNS, KEY_COLUMNS, op_label
 from commbench.sizes import format_size, parse_size
-from commbench.stats import (
-    CONFIDENCE,
-    Nested,
-    pseudo_rounds,
-    ratio_interval,
-    resampled_medians,
-)
+from commbench.stats import Nested, ratio_interval
 
 METRICS = ("lat_us_p50", "busbw_gbps")
 VERDICTS = ("slower", "faster", "noisy", "same")
@@ -169,57 +164,6 @@ def verdict(ratio: float, lo: float, hi: float, threshold: float) -> str:
     return "same"
 
 
-def rounds_of(row: dict) -> list[np.ndarray]:
-    """A row's samples cut into its rounds (``round_samples``: blocks per round), or into
-    batches of correlated blocks when it kept one round or none."""
-    samples = np.asarray(_listed(row.get("samples_us")), dtype=np.float64)
-    counts = _listed(row.get("round_samples"))
-    if len(counts) >= 2 and sum(counts) == samples.size:
-        return np.split(samples, np.cumsum(counts)[:-1])
-    return pseudo_rounds(samples) if samples.size else []
-
-
-def _listed(value) -> list:
-    """A list field of a row, or [] where it is absent (rows through pandas hold NaN)."""
-    return value if isinstance(value, list) else []
-
-
-def pool_launches(rows: list[dict], keys=KEY_COLUMNS) -> tuple[list[dict], list[Nested]]:
-    """Rows of one run, one per measurement: the launches of ``--repeat`` (rows that share
-    ``keys`` and differ in ``launch``) pooled into one row whose median is over all their
-    samples. Returns the rows and, per row, its launches' rounds (for the bootstrap)."""
-    groups: dict[tuple, list[dict]] = {}
-    for row in rows:
-        groups.setdefault(tuple(_plain(row.get(k)) for k in keys), []).append(row)
-    pooled, nested = [], []
-    for part in groups.values():
-        launches = [rounds_of(row) for row in part]
-        nested.append(launches)
-        kept_rounds = all(len(_listed(row.get("round_samples"))) >= 2 for row in part)
-        levels = "rounds and blocks" if kept_rounds else "batches of blocks"
-        if len(part) > 1:
-            levels = f"launches, {levels}"
-        if len(part) == 1:
-            pooled.append({**part[0], "_levels": levels})
-            continue
-        first = part[0]
-        samples = np.concatenate([r for launch in launches for r in launch])
-        p50 = float(np.median(samples)) if samples.size else first["lat_us_p50"]
-        scale = first["lat_us_p50"] / p50 if p50 else 1.0
-        row = {**first, "lat_us_p50": p50, "launches": len(part), "_levels": levels,
-               "algbw_gbps": first.get("algbw_gbps", 0.0) * scale,
-               "busbw_gbps": first.get("busbw_gbps", 0.0) * scale,
-               "unstable": "; ".join(dict.fromkeys(r.get("unstable") or "" for r in part
-                                                   if r.get("unstable")))}
-        if samples.size:
-            medians = resampled_medians(launches, np.random.default_rng(0))
-            alpha = (1 - CONFIDENCE) / 2
-            row["lat_us_ci_lo"], row["lat_us_ci_hi"] = (
-                float(v) for v in np.quantile(medians, [alpha, 1 - alpha]))
-        pooled.append(row)
-    return pooled, nested
-
-
 def _significance(base: Nested, new: Nested, record: dict) -> tuple[float, float, str, float]:
     """(lo, hi) of the time ratio new / base, the test's name, its p-value (NaN: none)."""
     if base and new and any(r.size for launch in base for r in launch) and any(
@@ -347,11 +291,6 @@ def _apart(base, new, keys: list[str]) -> list[str]:
         if diffs and message not in messages:
             messages.append(message)
     return messages
-
-
-def _plain(value):
-    """None for a missing value (pandas gives NaN), the value itself otherwise."""
-    return None if value is None or value != value else value
 
 
 def _keys(frame, keys: list[str]) -> set[tuple]:

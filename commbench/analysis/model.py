@@ -53,6 +53,7 @@ from itertools import combinations
 import numpy as np
 
 from commbench import collectives
+from commbench.analysis.launches import pooled_rows
 from commbench.errors import UsageError
 from commbench.results.schema import is_combined, op_label
 
@@ -199,9 +200,11 @@ def measured_curves(rows: list[dict]) -> dict[CurveKey, tuple[np.ndarray, np.nda
     groups) and rows without a positive median (nothing a log scale or a relative error can
     use) are skipped. Rows that differ in-place or not, in reduce op or in root are separate
     curves, as compare keeps them apart (an import of nccl-tests has both column groups);
-    their keys say how they differ. Rows that share a key and a size (repeated launches) are
-    merged into the median of their medians.
+    their keys say how they differ. The launches of a --repeat run are pooled first (the
+    median over all their samples, analysis.launches), as compare and the plots pool them;
+    rows that still share a key and a size are merged into the median of their medians.
     """
+    rows = pooled_rows(rows)
     usable_rows = [row for row in rows if int(row["size_bytes"]) > 0
                    and float(row["lat_us_p50"]) > 0 and is_combined(row)]
     seen: dict[CurveKey, set[tuple]] = {}

@@ -224,6 +224,7 @@ def finish(path: Path, status: str, error: str = ""):
     """
     from commbench import results
     from commbench.analysis.groups import slow_groups
+    from commbench.analysis.launches import pooled_run
     from commbench.output.console import say
     from commbench.output.files import write_run_files
 
@@ -231,7 +232,8 @@ def finish(path: Path, status: str, error: str = ""):
         status, error = "complete", ""
     say("writing results.csv, summary.md and plots ...")
     run = results.finalize(path, status, error)
-    write_run_files(run, slow_groups(run.rows))
+    shown = pooled_run(run)  # --repeat: one row per size over every launch
+    write_run_files(shown, slow_groups(shown.rows))
     return run
 
 
@@ -245,11 +247,12 @@ def _all_rows_measured(path: Path) -> bool:
 def _show(run, output: OutputSpec) -> int:
     """After the live table: what to distrust, where the files are, and the exit code."""
     from commbench.analysis.groups import slow_groups
+    from commbench.analysis.launches import pooled_rows
     from commbench.output.console import say, to_devnull, unstable_notes
     from commbench.results import rows_frame
     from commbench.stats import UNSTABLE_ADVICE
 
-    rows = run.rows
+    rows = pooled_rows(run.rows)  # --repeat: judged over every launch, one row per size
     wrong = sum(int(row.get("wrong", 0)) for row in rows)
     for line in slow_groups(rows):
         say(f"warning: {line}")

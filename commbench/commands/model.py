@@ -55,6 +55,7 @@ def run_model(paths: list[str], json_out: bool) -> int:
 def _write(run, fits, pairs) -> dict:
     """model.csv, model.json and the latency plot with the fits, beside the run; a ps
     curve's busbw equivalent uses the factor its rows were measured with (max(1, W/S))."""
+    from commbench.analysis.launches import pooled_rows
     from commbench.analysis.model import COLUMNS, fit_lines, segment_records
     from commbench.output.plots import latency, series_label
 
@@ -80,7 +81,7 @@ def _write(run, fits, pairs) -> dict:
     with_dtype = len({fit.key.dtype for fit in fits}) > 1
     lines = {series_label(asdict(key), with_dtype): points
              for key, points in fit_lines(fits).items()}
-    latency(rows_frame(run.rows), run.path / LATENCY_PNG, run.name, fits=lines)
+    latency(rows_frame(pooled_rows(run.rows)), run.path / LATENCY_PNG, run.name, fits=lines)
     return document
 
 

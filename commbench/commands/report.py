@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from commbench.analysis.compare import compare_runs, incomplete_runs
+from commbench.analysis.launches import pooled_run
 from commbench.commands.locate_compare import is_locate_run
 from commbench.errors import EXIT_OK, UsageError
 from commbench.results import JSONL, Run, load_run, read_meta
@@ -51,9 +52,10 @@ def run_report(paths: list[str], out: str) -> int:
         summaries += result.apart + result.missing
     summaries += incomplete_runs(runs)
     frame = pd.concat(frames, ignore_index=True) if frames else None
+    shown = [pooled_run(run) for run in runs]  # --repeat: one row per size, every launch
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        md_path, html_path = write_report(runs, comparisons, summaries, folder, frame,
+        md_path, html_path = write_report(shown, comparisons, summaries, folder, frame,
                                           located)
     except OSError as error:
         raise UsageError(f"cannot write --out {out}: {error.strerror or error}") from None
