@@ -74,8 +74,14 @@ def verdict_lines(pair) -> list[str]:
         first = pair.ps.time_us(pair.search_lo) < pair.baseline.time_us(pair.search_lo)
         faster, slower = ((pair.ps_label, pair.baseline_label) if first
                           else (pair.baseline_label, pair.ps_label))
+        unusable = [label for label, fit in ((pair.ps_label, pair.ps),
+                                             (pair.baseline_label, pair.baseline))
+                    if not all(segment.usable for segment in fit.segments)]
+        doubt = (f" (but {' and '.join(unusable)} {'has' if len(unusable) == 1 else 'have'} "
+                 "a segment with no usable fit: trust the measured ratios below)"
+                 if unusable else "")
         lines.append(f"no crossover between {lo} and {hi}: {faster} is faster than {slower} "
-                     "at every size the fits cover")
+                     f"at every size the fits cover{doubt}")
     ratios = [t / b for s, t, b in _common(pair)]
     if ratios:
         lines.append(f"(ratio of measured medians, {pair.ps_label} / {pair.baseline_label}: "

@@ -129,3 +129,13 @@ def test_model_says_there_is_no_crossover(tmp_path, capsys):
     assert run_model([str(run)], json_out=False) == 0
     out = capsys.readouterr().out
     assert "no crossover between 2K and 8M: allreduce is faster than ps/async" in out
+
+
+def test_a_verdict_read_off_a_fit_that_explains_nothing_says_so(tmp_path, capsys):
+    # ps times that jump between 4 ms and 0.2 ms with no size trend: no line fits them.
+    scatter = {size: (4000.0 if index % 3 else 200.0) for index, size in enumerate(SIZES)}
+    run = write_run(tmp_path / "ps-run", rows(scatter.get, line(20.0, 400.0)))
+    assert run_model([str(run)], json_out=False) == 0
+    out = capsys.readouterr().out
+    assert ("allreduce is faster than ps/sync at every size the fits cover (but ps/sync has "
+            "a segment with no usable fit: trust the measured ratios below)") in out
