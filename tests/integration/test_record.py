@@ -102,9 +102,9 @@ def test_fsdp2_gathers_and_scatters_the_sharded_parameters_on_the_mesh_groups(tm
     facts_base = tmp_path / "facts"
     done, folder = record(tmp_path, [*TORCHRUN, "4", str(EXAMPLES / "fsdp_mlp.py"), "--steps",
                                      "3", "--replicas", "2", "--facts", str(facts_base)])
-    if done.returncode != 0 and ("fully_shard" in done.stderr or "not supported" in
-                                 done.stderr):
-        pytest.skip(f"FSDP2 does not run on gloo/CPU in this torch: {done.stderr[-300:]}")
+    limit = [line for line in done.stdout.splitlines() if "FSDP2 cannot run" in line]
+    if done.returncode != 0 and limit:  # examples/fsdp_mlp.py's word for torch's own limit
+        pytest.skip(limit[0][:200])
     assert done.returncode == 0, done.stderr[-3000:]
     trace = trace_format.load(folder)
     assert trace_format.check_order(trace) == []
