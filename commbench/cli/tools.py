@@ -79,7 +79,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Fit t(n) = alpha + n/beta per op, backend, mesh dim, group size and dtype (piecewise, up
         to 3 segments chosen from the data): model.csv and model.json beside each run, the fitted
-        lines dashed on its latency plot."""
+        lines dashed on its latency plot. A ps run's curves are also read as 2 alpha + max(n,
+        W n/S) / beta beside allreduce over the same workers, with the size where the two
+        cross (or none)."""
         from commbench.commands.model import run_model
 
         raise typer.Exit(run_model(runs, json_out))
