@@ -103,9 +103,14 @@ class Call:
     def signature(self) -> tuple:
         """What every member of the group must agree on for the call to match up. An uneven
         all-to-all (``splits``) gives each rank its own buffer sizes: its members agree on the
-        number of splits, not on the bytes."""
-        size = len(self.splits.get("in") or []) if self.splits else self.size_bytes
-        return (self.pg, self.op, self.dtype, size, self.reduce_op)
+        number of splits, not on the bytes. A gather's output exists on its root only and a
+        scatter's input likewise, so they agree on the per-rank piece."""
+        if self.splits:
+            size = len(self.splits.get("in") or [])
+        else:
+            agreed = {"gather": self.in_numel, "scatter": self.out_numel}
+            size = agreed.get(self.op, max(self.in_numel, self.out_numel)) * self.itemsize
+        return (self.pg, self.op, self.dtype, size, self.reduce_op, self.root)
 
     def to_json(self) -> dict:
         record = asdict(self)
