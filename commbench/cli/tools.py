@@ -88,8 +88,11 @@ def register(app: typer.Typer) -> None:
 
     @app.command("estimate")
     def estimate(
-        run: str = typer.Argument(..., help="The result folder whose curves to use."),
-        params: str = typer.Option(..., "--params", help="Model parameters: 7B, 350M, 7e9 ..."),
+        run: Optional[str] = typer.Argument(  # noqa: UP045
+            None, help="The result folder whose curves to use (or --run)."),
+        params: Optional[str] = typer.Option(  # noqa: UP045
+            None, "--params", help="Model parameters: 7B, 350M, 7e9 ... (the idealised "
+            "model; not with --trace)."),
         dtype: str = typer.Option("bf16", "--dtype", help="Gradient / activation dtype."),
         dp: int = typer.Option(1, "--dp", help="Data-parallel ranks."),
         tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks."),
@@ -104,15 +107,41 @@ def register(app: typer.Typer) -> None:
         micro_batches: int = typer.Option(1, "--micro-batches", help="Micro-batches per step."),
         sequence_parallel: bool = typer.Option(False, "--sequence-parallel",
                                                help="Megatron sequence parallelism."),
+        trace: Optional[str] = typer.Option(  # noqa: UP045
+            None, "--trace", help="A trace folder (commbench record, or import "
+            "torch-profiler): price its recorded calls instead of a model."),
+        run_option: Optional[str] = typer.Option(  # noqa: UP045
+            None, "--run", metavar="RUN", help="The result folder whose curves to use (as "
+            "RUN)."),
+        step: Optional[list[int]] = typer.Option(  # noqa: UP045
+            None, "--step", help="With --trace: only this recorded step (repeatable; "
+            "default every step)."),
+        rank: Optional[int] = typer.Option(  # noqa: UP045
+            None, "--rank", help="With --trace: show this rank's calls (default: the rank "
+            "whose steps cost most)."),
         json_out: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
     ) -> None:
-        """Communication time per training step (DDP buckets, ZeRO/FSDP, Megatron TP, pipeline
-        p2p) from a run's measured curves; assumes no overlap with compute."""
-        from commbench.commands.estimate import run_estimate
+        """Communication time per training step from a run's measured curves, assuming no
+        overlap with compute. With --params: an idealised step (DDP buckets, ZeRO/FSDP, Megatron
+        TP, pipeline p2p). With --trace DIR: the calls a job really made (commbench record, or
+        import torch-profiler), each read on the run's curve of its op, dtype and group size at
+        its size (measured, interpolated, model fit or projected), per step."""
+        from commbench.commands.estimate import choose_run, run_estimate, run_trace_estimate
 
-        raise typer.Exit(run_estimate(run, params, dtype, dp, tp, pp, zero, bucket, first_bucket,
+        path = choose_run(run, run_option)
+        if trace is not None:
+            layout = {"--params": params is not None, "--dtype": dtype != "bf16",
+                      "--dp": dp != 1, "--tp": tp != 1, "--pp": pp != 1, "--zero": zero != "0",
+                      "--bucket": bucket != "25M", "--first-bucket": first_bucket != "1M",
+                      "--layers": layers is not None, "--hidden": hidden is not None,
+                      "--seq": seq is not None, "--micro-batch": micro_batch != 1,
+                      "--micro-batches": micro_batches != 1,
+                      "--sequence-parallel": sequence_parallel}
+            raise typer.Exit(run_trace_estimate(trace, path, step, rank, json_out,
+                                                [name for name, on in layout.items() if on]))
+        raise typer.Exit(run_estimate(path, params, dtype, dp, tp, pp, zero, bucket, first_bucket,
                                       layers, hidden, seq, micro_batch, micro_batches,
-                                      sequence_parallel, json_out))
+                                      sequence_parallel, json_out, step=step, rank=rank))
 
     import_app = typer.Typer(help="Turn nccl-tests or OSU output into a commbench results folder, "
                              "so compare, report and model work on it; or torch.profiler "

@@ -5,15 +5,34 @@ from __future__ import annotations
 import json
 import sys
 
-from commbench.errors import EXIT_OK
+from commbench.errors import EXIT_OK, UsageError
 from commbench.results import load_run
 
 
-def run_estimate(path: str, params: str, dtype: str, dp: int, tp: int, pp: int, zero: str,
-                 bucket: str, first_bucket: str, layers: int | None, hidden: int | None,
-                 seq: int | None, micro_batch: int, micro_batches: int,
-                 sequence_parallel: bool, json_out: bool) -> int:
+def choose_run(argument: str | None, option: str | None) -> str:
+    """RUN as an argument or as ``--run`` (the form that reads well beside ``--trace``)."""
+    if argument and option and argument != option:
+        raise UsageError(f"two runs given ({argument} and --run {option}): give one")
+    path = argument or option
+    if not path:
+        raise UsageError("estimate needs a result folder: commbench estimate RUN --params 7B "
+                         "--dp 8, or commbench estimate --trace DIR --run RUN")
+    return path
+
+
+def run_estimate(path: str, params: str | None, dtype: str, dp: int, tp: int, pp: int,
+                 zero: str, bucket: str, first_bucket: str, layers: int | None,
+                 hidden: int | None, seq: int | None, micro_batch: int, micro_batches: int,
+                 sequence_parallel: bool, json_out: bool, step: list[int] | None = None,
+                 rank: int | None = None) -> int:
     from commbench.analysis.estimate import NO_OVERLAP, estimate, step_spec
+
+    if params is None:
+        raise UsageError("estimate needs --params (an idealised model: 7B, 350M ...) or "
+                         "--trace DIR (the calls a job recorded)")
+    if step or rank is not None:
+        raise UsageError(f"{'--step' if step else '--rank'} reads a recorded trace: it needs "
+                         "--trace DIR")
 
     # Inputs are checked before the run is read: a bad option is reported as itself.
     spec = step_spec(params, dtype=dtype, dp=dp, tp=tp, pp=pp, zero=zero, bucket=bucket,
@@ -73,3 +92,68 @@ def _print(name: str, spec, result) -> None:
     for note in result.notes:
         if note != NO_OVERLAP:  # printed last, on its own line, by the caller
             console.print(f"note: {note}", highlight=False)
+
+
+def run_trace_estimate(trace_dir: str, path: str, steps: list[int] | None, rank: int | None,
+                       json_out: bool, layout_options: list[str] = ()) -> int:
+    """``estimate --trace DIR --run RUN``: the recorded calls priced on RUN's curves."""
+    if layout_options:
+        raise UsageError(f"--trace prices the calls the job made; {', '.join(layout_options)} "
+                         "describe an idealised model: give one or the other")
+    from commbench.analysis.estimate import NO_OVERLAP
+    from commbench.analysis.trace_price import price_trace
+    from commbench.trace.format import load
+
+    trace = load(trace_dir)  # a bad trace is reported before the run is read
+    run = load_run(path)
+    for warning in run.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    priced = price_trace(trace, run.rows, rank=rank, steps=steps)
+    if json_out:
+        print(json.dumps({"trace": str(trace.path), "run": run.name, **priced.as_dict()}))
+        return EXIT_OK
+    _print_trace(run.name, trace, priced)
+    print(NO_OVERLAP)
+    return EXIT_OK
+
+
+def _optional_ms(value: float | None) -> str:
+    return "-" if value is None else _seconds(value)
+
+
+def _print_trace(name: str, trace, priced) -> None:
+    from commbench.analysis.estimate import NO_OVERLAP
+    from commbench.output.console import make_console, terminal_width
+    from commbench.output.tables import Column, render
+    from commbench.sizes import format_size
+
+    head = trace.header
+    source = head.get("source", "record")
+    title = (f"{trace.path} ({source}, {head.get('backend', '?')}, {trace.world_size} ranks) "
+             f"priced on {name}: rank {priced.rank}, step(s) "
+             f"{', '.join(map(str, priced.steps))}")
+    columns = [Column("step", left=True), Column("collective", left=True),
+               Column("dtype", left=True, drop=2), Column("size"), Column("group"),
+               Column("calls"), Column("per call", "us", drop=3), Column("per step", "ms"),
+               Column("in situ", "ms", drop=1), Column("source", left=True)]
+    rows = []
+    for step in priced.steps:
+        for line in (ln for ln in priced.lines if ln.step == step):
+            per_call = "-" if line.per_call_s is None else f"{line.per_call_s * 1e6:.1f}"
+            rows.append([str(step), line.op, line.dtype, format_size(line.nbytes),
+                         str(line.group_size), str(line.calls), per_call,
+                         _optional_ms(line.model_s), _optional_ms(line.in_situ_s),
+                         line.source])
+        rows.append([str(step), "step total", "", "", "", "", "",
+                     _seconds(priced.step_model_s(step)),
+                     _optional_ms(priced.step_in_situ_s(step)), ""])
+    if len(priced.steps) > 1:
+        rows.append(["mean", "per step", "", "", "", "", "", _seconds(priced.mean_model_s),
+                     "", ""])
+    console = make_console()
+    console.print(f"# {title}", markup=False, highlight=False)
+    for line in render(columns, rows, terminal_width()):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for note in priced.notes:
+        if note != NO_OVERLAP:
+            console.print(f"note: {note}", markup=False, highlight=False)
