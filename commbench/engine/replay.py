@@ -137,7 +137,7 @@ class _Replayer:
             call = bound.call
             self.by_seq.setdefault(call.seq, bound)
             if bound.nbytes != call.size_bytes:
-                raise RankFailure("error", f"replay of rank {self.rank}'s call {call.seq} "
+                raise RankFailure("error", f"replay of call {call.seq} "
                                   f"({call.op} {call.dtype} on group {call.pg}) hands torch "
                                   f"{bound.nbytes} bytes, the trace says {call.size_bytes}")
 

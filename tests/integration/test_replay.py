@@ -1,0 +1,216 @@
+"""replay on real gloo ranks: the calls replayed are the trace's (bytes and calls per step, per
+op and per rank), the checks are proven by breaking what they check (a slowed collective reads
+slower, a halved buffer is refused), bad input is one line and exit 2, a hung rank ends the
+run in bounded time. No machine timing is asserted: the slowdown is planted, and the gap
+check leans on sleeps, which only ever last at least as long as asked."""
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import commbench
+from tests.replay_traces import CALL_NS, GAP_NS, manual_loop, per_step
+
+pytestmark = pytest.mark.integration
+
+BASE_RUN = "tests/fixtures/base"  # allreduce and allgather on 2 gloo ranks, 8 B - 1 MiB
+
+
+def replay(tmp_path, trace, *args, env=None, timeout=150):
+    done, run = commbench(["replay", str(trace), "--json", "--timeout", "60", *args], tmp_path,
+                          timeout=timeout, env=env)
+    summary = None
+    if done.returncode in (0, 1) and done.stdout.strip():
+        summary = json.loads(done.stdout.strip().splitlines()[-1])
+    return done, run, summary
+
+
+def read_csv(path):
+    with open(path) as handle:
+        return list(csv.DictReader(handle))
+
+
+def assert_matches_trace(trace, run, summary, steps):
+    """Per op (mean over its ranks) and per rank: the replay's bytes and calls per step are
+    the trace's."""
+    expected = per_step(trace, steps)
+    for row in summary["ops"]:
+        mine = [value for (rank, op), value in expected.items() if op == row["op"]]
+        assert row["replayed_bytes"] == row["bytes"], row
+        assert row["replayed_calls"] == row["calls"], row
+        assert row["bytes"] == pytest.approx(sum(b for b, _ in mine) / len(mine)), row
+        assert row["calls"] == pytest.approx(sum(c for _, c in mine) / len(mine)), row
+    ranks = read_csv(run / "replay_ranks.csv")
+    assert {(int(r["rank"]), r["op"]) for r in ranks} == set(expected)
+    for r in ranks:
+        want_bytes, want_calls = expected[(int(r["rank"]), r["op"])]
+        assert float(r["replayed_bytes"]) == pytest.approx(want_bytes), r
+        assert float(r["replayed_calls"]) == pytest.approx(want_calls), r
+
+
+def test_two_ranks_replay_the_trace_calls_and_write_the_folder(tmp_path):
+    trace = manual_loop(tmp_path / "trace", world=2, steps=3)
+    done, run, summary = replay(tmp_path, trace)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # default: the steps after the first, in whole passes until 10 are replayed
+    assert summary["steps"] == 12
+    assert {row["op"] for row in summary["ops"]} == {"allreduce", "broadcast", "allgather"}
+    assert_matches_trace(trace, run, summary, [1, 2, 3])
+    allreduce = next(r for r in summary["ops"] if r["op"] == "allreduce")
+    assert allreduce["calls"] == 2 and allreduce["bytes"] == 2 * 4 * (1 << 16)
+    assert allreduce["in_situ_s"] == pytest.approx(2 * CALL_NS / 1e9)
+    for row in summary["ops"]:
+        assert row["replayed_s"] > 0 and row["model_s"] > 0, row
+    step = summary["per_step"]
+    assert step["in_situ_s"] == pytest.approx(4 * CALL_NS / 1e9)
+    assert step["replayed_s"] > 0 and step["model_s"] > 0 and step["replayed_wall_s"] > 0
+    for name in ("run.json", "replay.csv", "replay_ranks.csv", "replay_steps.csv",
+                 "replayed.jsonl", "summary.md", "replay.png"):
+        assert (run / name).exists(), name
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["replay"]["steps"] == 12
+    assert "in situ" in (run / "summary.md").read_text()
+    table = done.stderr  # --json: the table goes to stderr
+    assert "step total" in table and "replayed" in table
+
+
+def test_four_ranks_two_groups_and_async_calls(tmp_path):
+    trace = manual_loop(tmp_path / "trace", world=4, steps=2, numel=1 << 12)
+    done, run, summary = replay(tmp_path, trace, "--steps", "4")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert summary["steps"] == 4
+    assert_matches_trace(trace, run, summary, [1, 2, 1, 2])
+    allreduce = next(r for r in summary["ops"] if r["op"] == "allreduce")
+    assert allreduce["ranks"] == 4 and allreduce["calls"] == 2.5  # ranks 0, 1: 3; 2, 3: 2
+
+
+def test_named_steps_and_step_zero(tmp_path):
+    trace = manual_loop(tmp_path / "trace", world=2, steps=3)
+    done, run, summary = replay(tmp_path, trace, "--steps", "0,2-3", "--warmup", "0")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert summary["steps"] == 3
+    assert_matches_trace(trace, run, summary, [0, 2, 3])
+    steps = read_csv(run / "replay_steps.csv")
+    assert [int(s["step"]) for s in steps if s["rank"] == "0"] == [0, 2, 3]
+
+
+def min_step_time(run):
+    """The fastest replayed step's call time, rank-mean: robust to a busy machine's spells."""
+    steps = read_csv(run / "replay_steps.csv")
+    by_index: dict[int, list[float]] = {}
+    for s in steps:
+        by_index.setdefault(int(s["index"]), []).append(float(s["calls_s"]))
+    return min(sum(v) / len(v) for v in by_index.values())
+
+
+def test_a_slowed_collective_reads_slower(tmp_path):
+    """COMMBENCH_FAULT slow=2: every call costs 2x through the real transport; the replay
+    really runs the calls, so it reads about 2x slower (bound: 1.4x, on the fastest step)."""
+    trace = manual_loop(tmp_path / "trace", world=2, steps=2, numel=1 << 18, allreduces=4)
+    clean_done, clean, _ = replay(tmp_path / "clean", trace, "--steps", "12")
+    slow_done, slow, _ = replay(tmp_path / "slow", trace, "--steps", "12",
+                                env={"COMMBENCH_FAULT": "slow=2"})
+    assert clean_done.returncode == 0, clean_done.stderr[-3000:]
+    assert slow_done.returncode == 0, slow_done.stderr[-3000:]
+    ratio = min_step_time(slow) / min_step_time(clean)
+    assert ratio > 1.4, f"slow=2 read only {ratio:.2f}x the clean replay"
+
+
+def test_a_halved_buffer_is_refused(tmp_path):
+    trace = manual_loop(tmp_path / "trace", world=2, steps=2)
+    done, run, _ = replay(tmp_path, trace, env={"COMMBENCH_REPLAY_FAULT": "halve:allgather"})
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "hands torch 16384 bytes, the trace says 32768" in done.stderr
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "failed" and "the trace says" in meta["error"]
+
+
+def test_recorded_gaps_are_waited_for(tmp_path):
+    """--gaps recorded sleeps the 1 ms of compute recorded between calls: 3 gaps a step
+    (the first call of a step waits for nothing), so a step's wall is at least 3 ms."""
+    trace = manual_loop(tmp_path / "trace", world=2, steps=2, numel=1 << 10)
+    done, run, summary = replay(tmp_path, trace, "--gaps", "recorded", "--steps", "4")
+    assert done.returncode == 0, done.stderr[-3000:]
+    for step in read_csv(run / "replay_steps.csv"):
+        assert float(step["wall_s"]) >= 3 * GAP_NS / 1e9, step
+    assert any("--gaps recorded" in note for note in summary["notes"])
+
+
+def test_curves_of_another_run_price_the_calls(tmp_path):
+    trace = manual_loop(tmp_path / "trace", world=2, steps=2, numel=1 << 18, allreduces=1)
+    # broadcast is not in the base run: only allreduce and allgather can be priced
+    done, _, _ = replay(tmp_path / "refused", trace, "--curves", BASE_RUN)
+    assert done.returncode == 2, done.stderr
+    assert "--curves cannot price the trace's broadcast calls" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+    only = manual_loop(tmp_path / "priced", world=2, steps=2, numel=1 << 18, allreduces=1)
+    _drop_broadcasts(only)
+    done, _, summary = replay(tmp_path / "ok", only, "--curves", BASE_RUN)
+    assert done.returncode == 0, done.stderr[-3000:]
+    sources = {row["op"]: row["model_source"] for row in summary["ops"]}
+    assert sources == {"allreduce": "measured", "allgather": "interpolated"}, sources
+    allreduce = next(r for r in summary["ops"] if r["op"] == "allreduce")
+    lines = Path(BASE_RUN, "results.jsonl").read_text().splitlines()
+    base = [json.loads(line) for line in lines]
+    at_1m = next(r for r in base if r["op"] == "allreduce" and r["size_bytes"] == 1 << 20)
+    assert allreduce["model_s"] == pytest.approx(at_1m["lat_us_p50"] * 1e-6)
+
+
+def _drop_broadcasts(folder):
+    from commbench.trace import format as trace_format
+
+    for path in sorted(folder.glob("rank-*.jsonl")):
+        rank = trace_format.read_rank(path)
+        calls = [c for c in rank.calls if c.op != "broadcast"]
+        for seq, call in enumerate(calls):
+            call.seq = seq
+        trace_format.write_rank(path, rank.header, calls)
+
+
+@pytest.mark.parametrize("case", ["missing", "not-a-trace", "order", "too-few-ranks",
+                                  "bad-steps"])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
+    trace = manual_loop(tmp_path / "trace", world=2, steps=2)
+    args = [str(trace)]
+    if case == "missing":
+        args = [str(tmp_path / "nowhere")]
+    elif case == "not-a-trace":
+        (tmp_path / "other").mkdir()
+        (tmp_path / "other" / "rank-0.jsonl").write_text('{"format": "something-else"}\n')
+        args = [str(tmp_path / "other")]
+    elif case == "order":
+        lines = (trace / "rank-1.jsonl").read_text().splitlines()
+        del lines[3]  # rank 1 drops a call: the group's members disagree
+        (trace / "rank-1.jsonl").write_text("\n".join(lines) + "\n")
+    elif case == "too-few-ranks":
+        args += ["--nproc", "1"]
+    else:
+        args += ["--steps", "5-6"]  # steps the trace does not have
+    started = time.monotonic()
+    done, _ = commbench(["replay", *args], tmp_path, timeout=60)
+    assert done.returncode == 2, (case, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert time.monotonic() - started < 30  # refused before any rank starts
+    expected = {"missing": "no such trace folder", "not-a-trace": "not a commbench trace",
+                "order": "disagree", "too-few-ranks": "needs 2 ranks and this launch has 1",
+                "bad-steps": "the trace has steps 0-2"}[case]
+    assert expected in lines[0], lines[0]
+
+
+def test_a_hung_rank_ends_the_run_in_bounded_time(tmp_path):
+    """Rank 1 sleeps 60 s before its collectives; with --timeout 5 rank 0's call times out,
+    and the run ends, exit 3, naming the step, the call and rank 1."""
+    trace = manual_loop(tmp_path / "trace", world=2, steps=2, numel=1 << 10)
+    started = time.monotonic()
+    done, run = commbench(["replay", str(trace), "--timeout", "5"], tmp_path, timeout=120,
+                          env={"COMMBENCH_FAULT": "delay=60:1"})
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert time.monotonic() - started < 60
+    assert "timeout" in done.stderr and "replay" in done.stderr, done.stderr[-2000:]
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "failed"
