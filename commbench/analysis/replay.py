@@ -321,7 +321,10 @@ def summarise(trace: Trace, plan: ReplayPlan, results: dict[int, RankResult],
     rows = [{"rank": rank, **{k: v for k, v in vars(f).items() if k != "sources"},
              "model_source": ", ".join(sorted(f.sources))}
             for rank, figures in per_rank.items() for f in figures.values()]
-    totals = {name: [_total([getattr(f, name) for f in figures.values()])
+    # A step's model leaves out what could not be priced (the notes say so); its in situ
+    # time is only known where every call has one.
+    totals = {name: [_total([getattr(f, name) for f in figures.values()],
+                            partial=name == "model_s")
                      for figures in per_rank.values() if figures]
               for name in ("in_situ_s", "replayed_s", "model_s")}
     walls = [statistics.fmean(s["wall_s"] for s in r.steps) for r in results.values() if r.steps]
@@ -334,8 +337,11 @@ def summarise(trace: Trace, plan: ReplayPlan, results: dict[int, RankResult],
     return Summary(len(plan.steps), per_step, ops, rows, notes)
 
 
-def _total(values: list) -> float | None:
-    return None if any(v is None for v in values) else sum(values)
+def _total(values: list, partial: bool = False) -> float | None:
+    known = [v for v in values if v is not None]
+    if not known or (len(known) < len(values) and not partial):
+        return None
+    return sum(known)
 
 
 def _whole(value: float | None) -> float | int | None:
@@ -368,7 +374,9 @@ def _notes(ops: list[dict], plan: ReplayPlan) -> list[str]:
             notes.append(f"{row['op']} {row['dtype']}: the trace has no completion times, so "
                          "no in-situ time")
         if row["model_s"] is None:
-            notes.append(f"{row['op']} {row['dtype']}: not priced ({row['model_source']})")
+            why = "" if row["model_source"] == "not priced" else f" ({row['model_source']})"
+            notes.append(f"{row['op']} {row['dtype']}: not priced{why}, left out of the "
+                         "step's model")
     if plan.gaps:
         notes.append("--gaps recorded: each call waited for the compute time recorded before it")
     return notes

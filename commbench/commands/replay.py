@@ -87,8 +87,8 @@ def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
     check_trace(trace, world)
     steps = select_steps(trace.steps(), spec.steps)
     backend = _backend(spec.backend, trace)
-    curves = _curves(spec.curves, trace, steps)
-    plan = make_plan(trace, steps, spec.gaps, isolated=curves is None)
+    curves = _curves(spec.curves, trace)
+    plan = make_plan(trace, steps, spec.gaps, isolated=curves[0] is None)
     device = "cuda" if backend == "nccl" else "cpu"
     job = ReplayJob(trace=trace, plan=plan, backend=backend, device=device,
                     timeout=spec.timeout, warmup=spec.warmup,
@@ -118,24 +118,19 @@ def _backend(name: str, trace) -> str:
     return name
 
 
-def _curves(path: str | None, trace, steps: list[int]):
-    """--curves RUN: prices on that run's curves, every call read now (exit 2 if one cannot
-    be); None: the default quick sweep."""
+def _curves(path: str | None, trace) -> tuple:
+    """--curves RUN: (a pricer on that run's curves, as estimate --trace prices: an op the run
+    lacks is left unpriced, with a note; the run's name); (None, '') for the quick sweep."""
     if path is None:
-        return None
-    from commbench.analysis.replay_price import curve_prices
+        return None, ""
+    from commbench.analysis.trace_price import CurvePricer
     from commbench.output.console import say
     from commbench.results import load_run
 
     run = load_run(path)
     for warning in run.warnings:
         say(f"warning: {warning}")
-    wanted = set(steps)
-    calls = [(rank, call) for rank in sorted(trace.ranks) for call in trace.calls(rank)
-             if call.step in wanted]
-    prices = curve_prices(run.rows, trace, calls)
-    prices.run_name = run.name
-    return prices
+    return CurvePricer(run.rows, trace.groups), run.name
 
 
 def _launch(spec: ReplaySpec, output: ReplayOutput, env, world: int, trace, job,
@@ -198,7 +193,8 @@ def read_replayed(path: Path) -> dict:
     return {result.rank: result for result in found}
 
 
-def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job, curves) -> int:
+def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job,
+           curves: tuple) -> int:
     """The figures from replayed.jsonl, every file of the folder, the console; exit code."""
     from commbench import results
     from commbench.analysis.replay import mismatches, summarise
@@ -207,12 +203,14 @@ def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job, curve
     from commbench.output.console import say, terminal_width
 
     replayed = {rank: r for rank, r in read_replayed(path).items() if rank in trace.ranks}
-    price = curves if curves is not None else isolated_prices(trace, job.plan, replayed)
+    pricer, run_name = curves
+    price = pricer if pricer is not None else isolated_prices(trace, job.plan, replayed)
     summary = summarise(trace, job.plan, replayed, price)
-    if curves is not None:
-        summary.notes[:0] = [f"--curves: {note}" for note in curves.notes]
-    model = (f"priced on the curves of {curves.run_name} (measured, interpolated or its α–β "
-             "fit)" if curves is not None else "each distinct call timed alone in this launch")
+    if pricer is not None:
+        summary.notes[:0] = [f"--curves: {note}" for note in pricer.notes]
+    model = (f"priced on the curves of {run_name} (measured, interpolated, its α–β fit or "
+             "projected)" if pricer is not None else "each distinct call timed alone in this "
+             "launch")
     head = {"trace": str(spec.trace), "world": trace.world_size, "backend": job.backend,
             "gaps": spec.gaps, "model": model}
     wrong = mismatches(summary)
