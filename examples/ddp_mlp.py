@@ -24,24 +24,31 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--bucket-mb", type=float, default=1.0)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--backend", default="gloo", help="gloo (CPU) or nccl (a GPU per rank)")
     parser.add_argument("--facts", help="write gradient bytes and DDP's buckets here (JSON)")
     args = parser.parse_args()
 
-    dist.init_process_group("gloo")
+    device = torch.device("cpu")
+    if args.backend == "nccl":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    dist.init_process_group(args.backend)
     torch.manual_seed(0)
     layers = []
     for _ in range(args.layers):
         layers += [torch.nn.Linear(args.width, args.width), torch.nn.ReLU()]
-    model = DistributedDataParallel(torch.nn.Sequential(*layers),
+    model = DistributedDataParallel(torch.nn.Sequential(*layers).to(device),
                                     bucket_cap_mb=args.bucket_mb)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    inputs = torch.randn(args.batch, args.width)
+    inputs = torch.randn(args.batch, args.width, device=device)
     times = []
     for _ in range(args.steps):
         started = time.perf_counter()
         optimizer.zero_grad()
         model(inputs).square().mean().backward()
         optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - started)
     facts = {
         "gradient_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),

@@ -8,6 +8,7 @@
 #     that replays nothing is caught), with the no-op fault as the proof;
 #   - CUDA events against the host clock on an op that moves real data (allgather copies);
 #   - an NCCL sweep 8 B - 1 GiB of every op, every element checked; the GPU test suite;
+#   - record a DDP job on NCCL (its buckets, NCCL's per-call kernel times) and replay it;
 #   - doctor with NCCL and no --nproc (one rank per GPU), each rank's GPU known by UUID or full
 #     PCI address, NCCL ranks set to abort a hung communicator rather than the process.
 #   bash scripts/gpu-check.sh [OUT]     (OUT: logs and result folders; default results/gpu)
@@ -84,6 +85,12 @@ run "allgather timed by cuda events" 0 nccl-events -- \
 run "allgather timed by the host clock" 0 nccl-host -- \
   $CB allgather --backend nccl --nproc 1 --sizes 64M,1G --min-time 0.5 --no-check --json \
   --host-timer $RES --name nccl-host
+run "record a DDP job on nccl" 0 nccl-record -- \
+  $CB record --force --out "$OUT/trace-nccl" -- $PY -m torch.distributed.run \
+  --nproc-per-node "${GPUS:-1}" examples/ddp_mlp.py --backend nccl --steps 4 \
+  --facts "$OUT/ddp-facts.json"
+run "replay the recorded DDP step on nccl" 0 nccl-replay -- \
+  $CB replay "$OUT/trace-nccl" --backend nccl --json --out "$OUT" --force --name nccl-replay
 if $PY -c "import pytest" 2>/dev/null; then
   run "GPU test suite (tests/gpu)" 0 pytest -- \
     $PY -m pytest -q -m gpu tests/gpu -p no:cacheprovider -o addopts=""
@@ -151,6 +158,24 @@ record("GPU known by UUID or PCI domain:bus:device",
 handling = meta.get("env", {}).get("TORCH_NCCL_ASYNC_ERROR_HANDLING")
 record("nccl ranks abort a hung communicator", handling == "2",
        f"TORCH_NCCL_ASYNC_ERROR_HANDLING={handling}")
+# record on NCCL: DDP's buckets, and each allreduce's kernel time from NCCL's own events
+trace_files = sorted((out / "trace-nccl").glob("rank-*.jsonl"))
+facts_path = out / "ddp-facts.json"
+if trace_files and facts_path.exists():
+    facts = json.loads(facts_path.read_text())
+    calls = [json.loads(line) for line in trace_files[0].read_text().splitlines()[1:]]
+    reduced = [c for c in calls if c.get("op") == "allreduce" and c.get("step", 0) >= 2]
+    per_step = {}
+    for c in reduced:
+        per_step[c["step"]] = per_step.get(c["step"], 0) + c["in_numel"] * 4
+    record("record: allreduce bytes per step = gradient", bool(per_step) and
+           set(per_step.values()) == {facts["gradient_bytes"]},
+           f"{sorted(set(per_step.values()))} vs {facts['gradient_bytes']}")
+    timed = [c for c in reduced if c.get("dur_ns")]
+    record("record: NCCL kernel time per call (dur_ns)", bool(reduced) and
+           len(timed) == len(reduced), f"{len(timed)} of {len(reduced)} calls timed")
+else:
+    record("record a DDP job on nccl: trace", False, "no trace or facts written")
 sweep = [r for r in rows("nccl-sweep") if r["size_bytes"] in (8, 1 << 20, 1 << 30)]
 for r in sweep:
     print(f"  nccl {r['op']:<15}{r['size_bytes']:>12} B  {r['lat_us_p50']:>10.1f} us  "
