@@ -205,3 +205,11 @@ def test_an_imported_profiler_trace_is_priced(tmp_path, capsys):
     in_situ = {line["step"]: line["in_situ_s"] for line in document["ops"]
                if line["op"] == "allreduce"}
     assert in_situ == {5: pytest.approx(412.5e-6), 6: pytest.approx(401e-6)}
+
+
+def test_pricing_a_trace_does_not_import_torch():
+    code = ("import sys; import commbench.analysis.trace_price, commbench.commands.estimate; "
+            "print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout.strip() == "False", done.stderr
