@@ -15,14 +15,7 @@ The plan
     by its two ends) is timed alone, back to back, after the replay. Every rank reads the
     same plan from the trace, so they time the same calls in the same order.
 
-The figures (``summarise``)
-    Per op and dtype and per rank: bytes (commbench's size, the largest buffer) and calls per
-    replayed step, and three times per step: in situ (the recording's own call times), replayed
-    (issue to completion of each replayed call, summed) and model (each call priced, summed).
-    A row is the mean over the ranks that make the op's calls; ``per_step`` the mean over ranks
-    of each rank's total, and the replayed step's wall (first issue to last completion, where
-    overlapping calls count once). Sums of call times count overlapping calls twice, as an
-    estimate does: the wall is the number to set beside a step's time.
+The figures from what the ranks measured: analysis.replay_figures.
 
 Data in, data out: nothing here imports torch or prints.
 """
@@ -30,7 +23,6 @@ Data in, data out: nothing here imports torch or prints.
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -208,180 +200,9 @@ def make_plan(trace: Trace, steps: list[int], gap_mode: str, isolated: bool) -> 
     return ReplayPlan(tuple(steps), waits, isolated_plan(trace, steps) if isolated else ())
 
 
-# ---- what the ranks measured, and the figures ------------------------------------------------
-
-@dataclass
-class RankResult:
-    """One rank's replay: per replayed step its wall and every call's (seq, issue, end,
-    bytes), times in seconds from the step's start; the isolated medians by item index."""
-
-    rank: int
-    steps: list[dict]
-    isolated: dict[int, float] = field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, record: dict) -> RankResult:
-        return cls(int(record["rank"]), list(record["steps"]),
-                   {int(k): float(v) for k, v in record.get("isolated", {}).items()})
-
-
 # (rank, call) -> (seconds or None, where the price came from): analysis.replay_price
 Price = Callable[[int, Call], "tuple[float | None, str]"]
 
 
 def calls_by_seq(trace: Trace, rank: int) -> dict[int, Call]:
     return {call.seq: call for call in trace.calls(rank)}
-
-
-@dataclass
-class OpFigures:
-    """One (op, dtype) of one rank, per replayed step (means over the replayed steps)."""
-
-    op: str
-    dtype: str
-    bytes: float = 0.0
-    calls: float = 0.0
-    replayed_bytes: float = 0.0
-    replayed_calls: float = 0.0
-    in_situ_s: float | None = 0.0
-    replayed_s: float = 0.0
-    model_s: float | None = 0.0
-    sources: set[str] = field(default_factory=set)
-
-
-@dataclass
-class Summary:
-    steps: int
-    per_step: dict
-    ops: list[dict]
-    ranks: list[dict]
-    notes: list[str] = field(default_factory=list)
-
-    def as_json(self) -> dict:
-        return {"steps": self.steps, "per_step": self.per_step, "ops": self.ops,
-                "notes": self.notes}
-
-
-def _add(total: float | None, value: float | None) -> float | None:
-    return None if total is None or value is None else total + value
-
-
-def rank_figures(trace: Trace, plan: ReplayPlan, result: RankResult,
-                 price: Price) -> dict[tuple[str, str], OpFigures]:
-    """(op, dtype) -> this rank's figures per step, the trace's beside the replay's."""
-    rank = result.rank
-    count = max(1, len(result.steps))
-    figures: dict[tuple[str, str], OpFigures] = {}
-    by_seq = calls_by_seq(trace, rank)
-    for replayed in result.steps:
-        for call in trace.calls(rank, int(replayed["step"])):
-            fig = figures.setdefault((call.op, call.dtype), OpFigures(call.op, call.dtype))
-            fig.bytes += call.size_bytes / count
-            fig.calls += 1 / count
-            fig.in_situ_s = _add(fig.in_situ_s, _scaled(call.in_situ_s, count))
-            cost, source = price(rank, call)
-            fig.model_s = _add(fig.model_s, _scaled(cost, count))
-            fig.sources.add(source)
-        for seq, issue, end, nbytes in replayed["calls"]:
-            call = by_seq[int(seq)]
-            fig = figures.setdefault((call.op, call.dtype), OpFigures(call.op, call.dtype))
-            fig.replayed_bytes += nbytes / count
-            fig.replayed_calls += 1 / count
-            fig.replayed_s += max(0.0, end - issue) / count
-    return figures
-
-
-def _scaled(value: float | None, count: int) -> float | None:
-    return None if value is None else value / count
-
-
-def _mean(values: list) -> float | None:
-    return None if not values or any(v is None for v in values) else statistics.fmean(values)
-
-
-def summarise(trace: Trace, plan: ReplayPlan, results: dict[int, RankResult],
-              price: Price) -> Summary:
-    """The table's rows, the per-step totals and one row per rank and op (replay.csv)."""
-    per_rank = {rank: rank_figures(trace, plan, result, price)
-                for rank, result in sorted(results.items())}
-    keys = sorted({key for figures in per_rank.values() for key in figures})
-    ops = []
-    for op, dtype in keys:
-        mine = [figures[(op, dtype)] for figures in per_rank.values() if (op, dtype) in figures]
-        ops.append({"op": op, "dtype": dtype,
-                    "bytes": _whole(_mean([f.bytes for f in mine])),
-                    "calls": _whole(_mean([f.calls for f in mine])),
-                    "in_situ_s": _mean([f.in_situ_s for f in mine]),
-                    "replayed_s": _mean([f.replayed_s for f in mine]),
-                    "model_s": _mean([f.model_s for f in mine]),
-                    "replayed_bytes": _whole(_mean([f.replayed_bytes for f in mine])),
-                    "replayed_calls": _whole(_mean([f.replayed_calls for f in mine])),
-                    "ranks": len(mine),
-                    "model_source": ", ".join(sorted(set().union(*(f.sources for f in mine))))})
-    rows = [{"rank": rank, **{k: v for k, v in vars(f).items() if k != "sources"},
-             "model_source": ", ".join(sorted(f.sources))}
-            for rank, figures in per_rank.items() for f in figures.values()]
-    # A step's model leaves out what could not be priced (the notes say so); its in situ
-    # time is only known where every call has one.
-    totals = {name: [_total([getattr(f, name) for f in figures.values()],
-                            partial=name == "model_s")
-                     for figures in per_rank.values() if figures]
-              for name in ("in_situ_s", "replayed_s", "model_s")}
-    walls = [statistics.fmean(s["wall_s"] for s in r.steps) for r in results.values() if r.steps]
-    spans = [_span(trace, rank, [int(s["step"]) for s in results[rank].steps])
-             for rank in results]
-    per_step = {name: _mean(values) for name, values in totals.items()}
-    per_step.update(replayed_wall_s=_mean(walls), in_situ_span_s=_mean(spans),
-                    replayed_max_rank_s=max(totals["replayed_s"], default=None))
-    notes = _notes(ops, plan)
-    return Summary(len(plan.steps), per_step, ops, rows, notes)
-
-
-def _total(values: list, partial: bool = False) -> float | None:
-    known = [v for v in values if v is not None]
-    if not known or (len(known) < len(values) and not partial):
-        return None
-    return sum(known)
-
-
-def _whole(value: float | None) -> float | int | None:
-    if value is None:
-        return None
-    return int(round(value)) if abs(value - round(value)) < 1e-9 else value
-
-
-def _span(trace: Trace, rank: int, steps: list[int]) -> float | None:
-    """The recorded steps' communication span: first issue to last end, mean over steps."""
-    spans = []
-    for step in steps:
-        calls = trace.calls(rank, step)
-        issued = [c.t_issue_ns for c in calls if c.t_issue_ns is not None]
-        ended = [c.t_end_ns for c in calls if c.t_end_ns is not None]
-        if not issued or not ended or len(ended) < len(calls):
-            return None
-        spans.append(max(0, max(ended) - min(issued)) / 1e9)
-    return statistics.fmean(spans) if spans else None
-
-
-def _notes(ops: list[dict], plan: ReplayPlan) -> list[str]:
-    notes = []
-    for row in ops:
-        if row["bytes"] != row["replayed_bytes"] or row["calls"] != row["replayed_calls"]:
-            notes.append(f"{row['op']} {row['dtype']}: the replay moved {row['replayed_bytes']} "
-                         f"bytes in {row['replayed_calls']} calls per step, the trace "
-                         f"{row['bytes']} in {row['calls']}")
-        if row["in_situ_s"] is None:
-            notes.append(f"{row['op']} {row['dtype']}: the trace has no completion times, so "
-                         "no in-situ time")
-        if row["model_s"] is None:
-            why = "" if row["model_source"] == "not priced" else f" ({row['model_source']})"
-            notes.append(f"{row['op']} {row['dtype']}: not priced{why}, left out of the "
-                         "step's model")
-    if plan.gaps:
-        notes.append("--gaps recorded: each call waited for the compute time recorded before it")
-    return notes
-
-
-def mismatches(summary: Summary) -> list[str]:
-    """Where the replay's bytes or calls per step differ from the trace's (a check)."""
-    return [note for note in summary.notes if "the replay moved" in note]

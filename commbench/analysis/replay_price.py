@@ -17,10 +17,11 @@ Data in, data out: nothing here imports torch.
 
 from __future__ import annotations
 
-from commbench.analysis.replay import Price, RankResult, ReplayPlan, calls_by_seq, local_key
+from commbench.analysis.replay import Price, ReplayPlan, calls_by_seq, local_key
+from commbench.analysis.replay_figures import RankResult
 from commbench.trace.format import Call, Trace
 
-ISOLATED = "this launch, alone"
+ISOLATED = "timed alone here"
 
 
 def isolated_prices(trace: Trace, plan: ReplayPlan, results: dict[int, RankResult]) -> Price:

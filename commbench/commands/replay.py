@@ -186,7 +186,7 @@ def _run_external(env, job, sink) -> None:
 
 
 def read_replayed(path: Path) -> dict:
-    from commbench.analysis.replay import RankResult
+    from commbench.analysis.replay_figures import RankResult
 
     lines = (path / REPLAYED_JSONL).read_text().splitlines()
     found = [RankResult.from_json(json.loads(line)) for line in lines if line.strip()]
@@ -197,7 +197,7 @@ def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job,
            curves: tuple) -> int:
     """The figures from replayed.jsonl, every file of the folder, the console; exit code."""
     from commbench import results
-    from commbench.analysis.replay import mismatches, summarise
+    from commbench.analysis.replay_figures import mismatches, summarise
     from commbench.analysis.replay_price import isolated_prices
     from commbench.output import replay as render
     from commbench.output.console import say, terminal_width

@@ -3,7 +3,7 @@ recorded gaps, the distinct calls timed alone, the figures from ranks' numbers; 
 
 import pytest
 
-from commbench.analysis import replay
+from commbench.analysis import replay, replay_figures
 from commbench.analysis.replay_price import ISOLATED, isolated_prices
 from commbench.errors import UsageError
 from commbench.trace import format as trace_format
@@ -109,7 +109,7 @@ def fake_results(trace, plan, seconds=1e-3, isolated=2e-4, nbytes=None):
             steps.append({"index": index, "step": step, "wall_s": clock, "calls": calls})
         timed = {n: isolated for n, item in enumerate(plan.isolated)
                  if any(r == rank for r, _ in item.calls)}
-        results[rank] = replay.RankResult(rank, steps, timed)
+        results[rank] = replay_figures.RankResult(rank, steps, timed)
     return results
 
 
@@ -117,7 +117,7 @@ def test_summary_figures_per_op_and_step(tmp_path):
     trace = trace_format.load(manual_loop(tmp_path, world=2, steps=2, numel=256))
     plan = replay.make_plan(trace, [1, 2], "none", isolated=True)
     results = fake_results(trace, plan)
-    summary = replay.summarise(trace, plan, results, isolated_prices(trace, plan, results))
+    summary = replay_figures.summarise(trace, plan, results, isolated_prices(trace, plan, results))
     ops = {row["op"]: row for row in summary.ops}
     assert ops["allreduce"]["bytes"] == 2 * 256 * 4 and ops["allreduce"]["calls"] == 2
     assert ops["allgather"]["bytes"] == 4096 * 2 * 4  # the gathered output
@@ -129,7 +129,7 @@ def test_summary_figures_per_op_and_step(tmp_path):
     assert summary.per_step["replayed_wall_s"] == pytest.approx(4e-3)
     assert summary.per_step["in_situ_s"] == pytest.approx(4 * CALL_NS / 1e9)
     assert summary.per_step["in_situ_span_s"] == pytest.approx((4 * CALL_NS + 3 * GAP_NS) / 1e9)
-    assert summary.notes == [] and replay.mismatches(summary) == []
+    assert summary.notes == [] and replay_figures.mismatches(summary) == []
     assert set(summary.as_json()) >= {"steps", "per_step", "ops"}
     assert {"op", "dtype", "bytes", "calls", "in_situ_s", "replayed_s", "model_s"} <= set(
         summary.ops[0])
@@ -139,8 +139,8 @@ def test_a_replay_that_moved_other_bytes_is_a_mismatch(tmp_path):
     trace = trace_format.load(manual_loop(tmp_path, world=2, steps=1, numel=256))
     plan = replay.make_plan(trace, [1], "none", isolated=False)
     results = fake_results(trace, plan, nbytes=4)
-    summary = replay.summarise(trace, plan, results, lambda rank, c: (None, "not priced"))
-    assert replay.mismatches(summary)
+    summary = replay_figures.summarise(trace, plan, results, lambda rank, c: (None, "not priced"))
+    assert replay_figures.mismatches(summary)
     assert summary.per_step["model_s"] is None
     assert any("not priced" in note for note in summary.notes)
 
@@ -151,7 +151,7 @@ def test_table_and_chart_render(tmp_path):
     trace = trace_format.load(manual_loop(tmp_path / "t", world=2, steps=1, numel=256))
     plan = replay.make_plan(trace, [1], "none", isolated=True)
     results = fake_results(trace, plan)
-    summary = replay.summarise(trace, plan, results, isolated_prices(trace, plan, results))
+    summary = replay_figures.summarise(trace, plan, results, isolated_prices(trace, plan, results))
     head = {"trace": "t", "world": 2, "backend": "gloo", "gaps": "none", "model": "alone"}
     lines = render.table_lines(summary, head, 80)
     assert any(line.startswith("allreduce") for line in lines)
