@@ -6,6 +6,7 @@ check leans on sleeps, which only ever last at least as long as asked."""
 
 import csv
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -204,3 +205,44 @@ def test_a_hung_rank_ends_the_run_in_bounded_time(tmp_path):
     assert "timeout" in done.stderr and "replay" in done.stderr, done.stderr[-2000:]
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "failed"
+
+
+# ---- recorded by `commbench record` from real jobs, then replayed -----------------------------
+
+def test_a_recorded_ddp_job_replays_ddps_buckets(tmp_path):
+    """DDP on 2 gloo ranks through torchrun, recorded: every replayed step (after the bucket
+    rebuild of step 1) allreduces exactly DDP's gradient bytes in DDP's bucket count."""
+    from tests.integration.test_record import EXAMPLES, TORCHRUN, record
+
+    facts_file = tmp_path / "facts.json"
+    done, trace = record(tmp_path, [*TORCHRUN, "2", str(EXAMPLES / "ddp_mlp.py"), "--steps",
+                                    "4", "--width", "256", "--layers", "3", "--bucket-mb",
+                                    "0.3", "--facts", str(facts_file)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    facts = json.loads(facts_file.read_text())
+    buckets = str(facts["bucket_bytes"]).split(",")
+    done, run, summary = replay(tmp_path / "replay", trace, "--steps", "2-3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    allreduce = next(r for r in summary["ops"] if r["op"] == "allreduce")
+    assert allreduce["replayed_bytes"] == allreduce["bytes"] == facts["gradient_bytes"]
+    assert allreduce["replayed_calls"] == allreduce["calls"] == len(buckets) >= 2
+    assert allreduce["in_situ_s"] > 0 and allreduce["replayed_s"] > 0
+    assert_matches_trace(trace, run, summary, [2, 3])
+
+
+def test_a_recorded_job_with_subgroups_and_p2p_replays(tmp_path):
+    """3 ranks spawned by the script itself: world allreduces, a broadcast on a subgroup, a
+    send from rank 0 to rank 2; the replay makes every one of them, the same bytes."""
+    from tests.integration.test_record import SPAWNING, record
+
+    script = tmp_path / "spawning.py"
+    script.write_text(SPAWNING)
+    done, trace = record(tmp_path, [sys.executable, str(script)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    done, run, summary = replay(tmp_path / "replay", trace, "--steps", "4")
+    assert done.returncode == 0, done.stderr[-3000:]
+    ops = {row["op"]: row for row in summary["ops"]}
+    assert set(ops) == {"allreduce", "broadcast", "send", "recv"}
+    assert ops["send"]["ranks"] == ops["recv"]["ranks"] == 1
+    assert ops["broadcast"]["ranks"] == 2 and ops["send"]["bytes"] == 40
+    assert_matches_trace(trace, run, summary, [1, 2, 1, 2])
