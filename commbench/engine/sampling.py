@@ -250,6 +250,14 @@ def _enough(samples: np.ndarray, timed: float, min_time: float) -> bool:
 MIN_ROUNDS = 3  # the stop rule needs this many rounds for a between-round interval
 
 
+def visits_per_size(rounds: int, iters: int | None) -> int:
+    """How many rounds measure a size: --rounds, or fewer where --iters has fewer blocks
+    than rounds to share out (SizeRounds' plan); what the progress bar counts per size."""
+    if rounds <= 1 or iters is None:
+        return max(1, rounds)
+    return min(rounds, iters, FIXED_SAMPLES)
+
+
 def round_order(sizes: int, index: int, order: str = "alternate", seed: int = 0) -> list[int]:
     """Which sizes (indices, ascending) round ``index`` visits, in order.
 

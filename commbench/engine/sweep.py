@@ -32,6 +32,7 @@ from commbench.engine.sampling import (
     measure,
     round_order,
     rounds_done,
+    visits_per_size,
     warm_up,
 )
 from commbench.engine.session import Groups, Session
@@ -123,9 +124,12 @@ class Sweep:
 
     def planned_visits(self) -> int:
         """Sizes x rounds over the plan: what the progress bar counts (engine.progress)."""
-        spec, world = self.spec, self.session.world
-        return sum(len(counts_for(op, spec, dim_size(spec, dim, world))) * spec.rounds
-                   for _, dim, op, _, _ in plan(spec))
+        return sum(self._visits(op, dim) for _, dim, op, _, _ in plan(self.spec))
+
+    def _visits(self, op: Collective, dim: str) -> int:
+        spec = self.spec
+        sizes = len(counts_for(op, spec, dim_size(spec, dim, self.session.world)))
+        return sizes * visits_per_size(spec.rounds, spec.iters)
 
     def planned_rows(self) -> int:
         spec, world = self.spec, self.session.world
@@ -152,11 +156,10 @@ class Sweep:
 
     def run(self) -> None:
         """Measure everything, in plan order."""
-        spec, world = self.spec, self.session.world
         self.visits = Visits(self.sink, self.planned_visits())
         self.visits.start()
-        for backend, dim, op, variant, inplace in plan(spec):
-            self.visits.op(len(counts_for(op, spec, dim_size(spec, dim, world))) * spec.rounds)
+        for backend, dim, op, variant, inplace in plan(self.spec):
+            self.visits.op(self._visits(op, dim))
             self._measure_op(backend, dim, op, variant, inplace)
             self.visits.op_done()
 

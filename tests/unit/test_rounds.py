@@ -244,3 +244,11 @@ def test_the_live_bar_follows_visits_without_a_terminal():
     quiet.begin({"backends": ["gloo"], "config": {}}, 3)
     quiet.progress(1, 3)  # no bar: nothing to move, nothing printed
     quiet.close()
+
+
+def test_a_size_is_visited_once_per_round_or_per_share_of_its_iterations():
+    assert m.visits_per_size(1, None) == 1 and m.visits_per_size(1, 50) == 1
+    assert m.visits_per_size(5, None) == 5 and m.visits_per_size(5, 47) == 5
+    assert m.visits_per_size(5, 3) == 3  # 3 blocks cannot be shared over 5 rounds
+    sizes = sweep(Machine(1e-4), OneRank(), m.Budget(min_time=1.0, iters=3, warmup=0), rounds=5)
+    assert all(len(s.rounds) == m.visits_per_size(5, 3) for s in sizes)
