@@ -110,8 +110,9 @@ def parse(document: dict, source: str, rank_hint: int | None = None) -> Profiled
     groups = _declared_groups(info)
     comms = [e for e in events if e.name == PARAM_COMMS]
     if comms:
-        calls = from_param_comms(comms, groups, info, source, notes)
-        attach_kernels(calls, comms, events, source, notes)
+        pairs = from_param_comms(comms, groups, info, source, notes)
+        attach_kernels(pairs, events, notes)
+        calls = [call for _, call in pairs]
     else:
         calls = from_dispatcher(events, groups, info, source, notes)
     _assign_steps(calls, events)

@@ -36,8 +36,10 @@ NOT_CALLS = frozenset({"wait", "coalesced", "startCoalescing", "endCoalescing"})
 
 
 def from_param_comms(comms: list[Event], groups: dict[str, Group], info: dict, source: str,
-                      notes: list[str]) -> list[Call]:
-    calls, skipped = [], {}
+                     notes: list[str]) -> list[tuple[Event, Call]]:
+    """Each event that is a call, with the call it makes, in issue order."""
+    pairs: list[tuple[Event, Call]] = []
+    skipped: dict[str, int] = {}
     for event in comms:
         args = event.args
         name = str(args.get("Collective name", ""))
@@ -62,33 +64,29 @@ def from_param_comms(comms: list[Event], groups: dict[str, Group], info: dict, s
             split_out = int_list(args.get("Out split size"))
             if split_in or split_out:
                 splits = {"in": split_in or [], "out": split_out or []}
-        calls.append(Call(
-            seq=len(calls), pg=pg, op=op, dtype=dtype_of(args["dtype"], event, source),
+        pairs.append((event, Call(
+            seq=len(pairs), pg=pg, op=op, dtype=dtype_of(args["dtype"], event, source),
             in_numel=int_arg(event, "In msg nelems", source),
             out_numel=int_arg(event, "Out msg nelems", source), splits=splits,
             peer=peer, is_async=bool(args.get("Is asynchronized op", False)),
-            t_issue_ns=ns(event.ts_us)))
-    rootless = sum(1 for call in calls if call.op in ("broadcast", "reduce"))
+            t_issue_ns=ns(event.ts_us))))
+    rootless = sum(1 for _, call in pairs if call.op in ("broadcast", "reduce"))
     if rootless:
         notes.append(f"{rootless} broadcast/reduce call(s): {PARAM_COMMS} does not "
                      "record the root, which is left empty")
     for name, count in skipped.items():
         notes.append(f"{count} {PARAM_COMMS} event(s) of collective {name!r}, which commbench "
                      "does not replay, were left out")
-    return calls
+    return pairs
 
 
-def attach_kernels(calls: list[Call], comms: list[Event], events: list[Event], source: str,
-                    notes: list[str]) -> None:
+def attach_kernels(pairs: list[tuple[Event, Call]], events: list[Event],
+                   notes: list[str]) -> None:
     """NCCL kernels' durations onto their calls: by the External id Kineto gives a kernel
     (its launching record_param_comms event), else by the group and Seq it carries."""
-    by_id, by_seq = {}, {}
-    kept = iter(calls)
-    for event in comms:
-        name = str(event.args.get("Collective name", ""))
-        if name in NOT_CALLS or name not in COLLECTIVES:
-            continue
-        call = next(kept)
+    by_id: dict[object, Call] = {}
+    by_seq: dict[tuple, Call] = {}
+    for event, call in pairs:
         if "External id" in event.args:
             by_id[event.args["External id"]] = call
         if "Seq" in event.args:
@@ -109,6 +107,6 @@ def attach_kernels(calls: list[Call], comms: list[Event], events: list[Event], s
     if unmatched:
         notes.append(f"{unmatched} NCCL kernel(s) matched no {PARAM_COMMS} event (by External "
                      "id or group and Seq): their time is not counted")
-    if calls and not any(call.dur_ns is not None for call in calls):
+    if pairs and not any(call.dur_ns is not None for _, call in pairs):
         notes.append("no NCCL kernel durations in the trace (profile with "
                      "ProfilerActivity.CUDA too): calls have no in-situ time")
