@@ -213,3 +213,20 @@ def test_pricing_a_trace_does_not_import_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_run_is_an_argument_or_run_and_trace_options_need_trace(tmp_path):
+    from commbench.commands.estimate import choose_run, run_estimate
+    from commbench.errors import UsageError
+
+    assert choose_run("a", None) == choose_run(None, "a") == choose_run("a", "a") == "a"
+    with pytest.raises(UsageError, match="two runs given"):
+        choose_run("a", "b")
+    with pytest.raises(UsageError, match="needs a result folder"):
+        choose_run(None, None)
+    with pytest.raises(UsageError, match="--step reads a recorded trace"):
+        run_estimate(str(FIXTURES / "model-exact"), "1B", "bf16", 2, 1, 1, "0", "25M", "1M",
+                     None, None, None, 1, 1, False, False, step=[1])
+    with pytest.raises(UsageError, match="needs --params"):
+        run_estimate(str(FIXTURES / "model-exact"), None, "bf16", 2, 1, 1, "0", "25M", "1M",
+                     None, None, None, 1, 1, False, False)
