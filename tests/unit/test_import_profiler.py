@@ -214,3 +214,15 @@ def test_the_importer_does_not_import_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_gzipped_traces_as_the_tensorboard_handler_writes_them(tmp_path):
+    import gzip
+
+    for file in GLOO.iterdir():
+        (tmp_path / f"worker{file.stem[-1]}.1764.pt.trace.json.gz").write_bytes(
+            gzip.compress(file.read_bytes()))
+    ranks = torch_profiler.read(tmp_path)
+    assert [len(r.calls) for r in ranks] == [7, 7]
+    assert [shape(c) for c in ranks[0].calls] == [shape(c) for c in
+                                                  torch_profiler.read(GLOO)[0].calls]
