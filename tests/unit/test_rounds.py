@@ -252,3 +252,20 @@ def test_a_size_is_visited_once_per_round_or_per_share_of_its_iterations():
     assert m.visits_per_size(5, 3) == 3  # 3 blocks cannot be shared over 5 rounds
     sizes = sweep(Machine(1e-4), OneRank(), m.Budget(min_time=1.0, iters=3, warmup=0), rounds=5)
     assert all(len(s.rounds) == m.visits_per_size(5, 3) for s in sizes)
+
+
+def test_make_bench_fidelity_reads_each_sides_median_over_rounds():
+    """Both harnesses in rounds (bench/run_all.py, bench/thin_loop.py): a side's time is the
+    median over its rounds of a round's mean (equal blocks in a round: its loop total)."""
+    from bench import run_all, thin_loop
+
+    row = {"samples_us": [1.0, 3.0, 10.0, 10.0, 10.0, 2.0, 2.0], "round_samples": [2, 3, 2]}
+    assert run_all.round_means(row) == [2.0, 10.0, 2.0]
+    assert run_all.round_means({"samples_us": [1.0, 2.0, 6.0]}) == [3.0]  # one round
+    visits = [[1e-6, 3e-6], [10e-6, 10e-6], [2e-6, 2e-6]]  # seconds, per block
+    loop = thin_loop._row("allreduce", 8, visits, started=0.0, peak_rss_mib=1.0)
+    assert loop["round_means_us"] == pytest.approx([2.0, 10.0, 2.0])
+    assert loop["rounds_median_us"] == pytest.approx(2.0)
+    assert loop["mean_us"] == pytest.approx(14 / 3)
+    pingpong = thin_loop._row("pingpong", 8, visits, started=0.0, peak_rss_mib=1.0)
+    assert pingpong["rounds_median_us"] == pytest.approx(1.0)  # one way: half a round trip
