@@ -16,8 +16,9 @@ in replay order, the waits of ``--gaps recorded``, the distinct calls to time al
    future's callback (gloo), else the moment it was waited for; on CUDA the host synchronises
    after each synchronous call and after each wait, so completion is seen by the host clock.
    A step's wall runs from its start to the completion of its last call.
-5. the quick sweep (no --curves): each distinct call alone, back to back, the group's ranks
-   together and everybody else waiting at a barrier, as many times as fits a small budget.
+5. the quick sweep (no --curves): after each replayed step, each distinct call alone, a few
+   times back to back, the group's ranks together and everybody else waiting at a barrier;
+   its median over the rounds is the model.
 
 Rank 0 hands every rank's numbers to its sink once the ranks are done.
 """
@@ -46,8 +47,7 @@ from commbench.trace.format import Call, Trace
 if TYPE_CHECKING:  # the command's plan (analysis.replay), handed in as data
     from commbench.analysis.replay import ReplayPlan
 
-ALONE_BUDGET_S = 0.2  # of timed work per distinct call in the quick sweep
-ALONE_MIN, ALONE_MAX = 3, 50  # timings per distinct call
+ALONE_PER_ROUND = 2  # timings of each distinct call after each replayed step
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,11 @@ def run_replay_rank(env, job: ReplayJob, sink=None) -> None:
         replayer.bind()
         for _ in range(job.warmup):
             replayer.step(-1, job.plan.steps[0])
-        steps = [replayer.step(index, step) for index, step in enumerate(job.plan.steps)]
-        isolated = replayer.alone(steps)
+        steps, alone = [], {}
+        for index, step in enumerate(job.plan.steps):
+            steps.append(replayer.step(index, step))
+            replayer.alone(alone, first=index == 0)
+        isolated = {n: statistics.median(times) for n, times in alone.items()}
         result = {"rank": env.rank, "steps": steps, "isolated": isolated}  # a RankResult
         session.at("replay: handing the results to rank 0")
         gathered = session.control.objects(result)
@@ -191,45 +194,38 @@ class _Replayer:
                 ended[i] = max(ended[i], time.perf_counter_ns())
         pending.clear()
 
-    def alone(self, steps: list[dict]) -> dict[int, float]:
-        """The quick sweep: each distinct call of the plan timed alone (median seconds)."""
-        items = self.job.plan.isolated
-        if not items:
-            return {}
-        durations: dict[int, list[float]] = {}
-        for step in steps:
-            for seq, issue, end, _ in step["calls"]:
-                durations.setdefault(int(seq), []).append(end - issue)
-        mine = {n: seq for n, item in enumerate(items) for rank, seq in item.calls
-                if rank == self.rank}
-        means = {n: statistics.fmean(durations.get(seq, [0.0])) for n, seq in mine.items()}
-        everyone = self.session.control.objects(means)
-        out: dict[int, float] = {}
-        for n, item in enumerate(items):
-            slowest = max((m[n] for m in everyone if n in m), default=0.0)
-            iters = int(min(ALONE_MAX, max(ALONE_MIN, ALONE_BUDGET_S / max(slowest, 1e-6))))
+    def alone(self, timings: dict[int, list[float]], first: bool) -> None:
+        """One round of the quick sweep, after a replayed step: each distinct call of the
+        plan timed alone ``ALONE_PER_ROUND`` times, its group's ranks together and the others
+        waiting at a barrier. Rounds between the steps put the model's timings in the same
+        spells of a busy machine as the replay's (on the 2-core VM, 1 MiB allreduces alone
+        read 3.2 ms a call, then 0.5 ms a few seconds later)."""
+        for n, item in enumerate(self.job.plan.isolated):
+            seq = next((seq for rank, seq in item.calls if rank == self.rank), None)
             self.position = f"replay: timing {item.op} on group {item.group} alone"
             self.session.at(self.position)
             with self._diagnosed():
                 self.session.control.barrier()
-                if n in mine:
-                    out[n] = self._alone(self.by_seq[mine[n]], iters)
-        return out
+                if seq is not None:
+                    bound = self.by_seq[seq]
+                    timings.setdefault(n, []).extend(self._alone(bound, first))
 
-    def _alone(self, bound: Bound, iters: int) -> float:
+    def _alone(self, bound: Bound, first: bool) -> list[float]:
         clock = time.perf_counter_ns
         self.injector.at(bound.call.op, bound.call.size_bytes)
+        self.current = f"call {bound.call.seq} ({bound.call.op})"
         times = []
-        for index in range(iters + 1):  # the first is a warm-up
+        for index in range(ALONE_PER_ROUND + first):  # the first round's first: a warm-up
             start = clock()
             work = bound.issue()
             if work is not None and bound.is_async:
                 work.wait()
             if self.cuda:
                 torch.cuda.synchronize()
-            if index:
+            if index or not first:
                 times.append((clock() - start) / 1e9)
-        return statistics.median(times)
+        self.current = ""
+        return times
 
     def _diagnosed(self):
         return _Diagnosed(self)
