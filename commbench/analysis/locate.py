@@ -12,13 +12,18 @@ Attribution, and why each step:
   (every pair slow once) is one slow partner out of N-1 for everybody;
 - the per-round median is removed once the first pass knows the candidates, computed over the
   pairs between non-candidates only (with two bad entities among six, two of a round's three
-  pairs are slow and a plain round median would call them normal);
+  pairs are slow and a plain round median would call them normal), and only beyond what its
+  few pairs' noise puts there (soft threshold at one standard error);
+- three metrics: busbw, latency, and their mean (a slow GPU is slow in both, and the mean of
+  two independent noises is sqrt 2 quieter); a suspect is retested in the one whose z is
+  furthest out;
 - suspect = more than 3.5 robust z (MAD) below the fleet AND at least --min-effect slower: the
   z keeps a noisy fleet from naming its unlucky member, the effect keeps a noise-free fleet
   (MAD near 0) from naming a 1 % difference; the MAD has a floor for the same reason;
 - a link = a pair slow beyond what its two ends' scores explain, both ends otherwise normal;
 - every suspect is measured again against known-good partners (a link: the same pair again),
-  and only what reproduces is called bad.
+  and only what reproduces is called bad: most retests slow again, and together beyond
+  their noise.
 """
 
 from __future__ import annotations
@@ -34,8 +39,10 @@ Z_LIMIT = 3.5  # robust z beyond which an entity or a link is an outlier (Iglewi
 MAD_TO_SIGMA = 1.4826  # MAD x this = sigma for normal data
 SCALE_FLOOR = 0.01  # sigma floor in log units (1 %): a noise-free fleet's MAD is 0
 BAD_VERDICTS = ("bad gpu", "bad node", "bad rail", "bad link")
-METRICS = ("busbw", "lat")
+METRICS = ("busbw", "lat", "both")  # both: the mean of the two log speeds (entities only)
 MIN_ROUND_PAIRS = 3  # pairs a round needs for its median to be removed
+ROUND_SHRINK = 1.2533  # a median's standard error over one pair's sigma, times sqrt(pairs)
+Z_CONFIRM = 2.0  # the retests together must be this many standard errors below the baseline
 
 
 # ---- the schedule -----------------------------------------------------------------------------
@@ -145,7 +152,9 @@ class PairResult:
     phase: str = "main"
 
     def speed(self, metric: str) -> float:
-        """Log speed, higher = faster: log busbw, or -log latency."""
+        """Log speed, higher = faster: log busbw, -log latency, or their mean (both)."""
+        if metric == "both":
+            return (self.speed("busbw") + self.speed("lat")) / 2
         value = self.busbw if metric == "busbw" else self.lat
         if not (value > 0 and math.isfinite(value)):
             return float("nan")
@@ -179,6 +188,7 @@ class Suspect:
     slow_with: tuple[int, int] = (0, 0)
     z: float = 0.0
     confirmed: tuple[int, int] = (0, 0)  # (slow again, retests)
+    beyond_noise: bool = True  # the retests together lie beyond their noise (confirm_suspects)
     verdict: str = ""
     evidence: str = ""
 
@@ -215,6 +225,7 @@ def score_metric(n: int, pairs: Sequence[PairResult], metric: str, min_effect: f
     usable = [p for p in pairs if p.status == "ok" and math.isfinite(p.speed(metric))]
     offsets: dict[int, float] = {}
     if exclude is not None:
+        counts: dict[int, int] = {}
         for index in sorted({p.round for p in usable}):
             inside = [p.speed(metric) for p in usable if p.round == index]
             clean = [p.speed(metric) for p in usable if p.round == index
@@ -223,8 +234,15 @@ def score_metric(n: int, pairs: Sequence[PairResult], metric: str, min_effect: f
             # itself, and removing it would erase whatever the pair found (3 or 4 entities).
             if len(clean or inside) >= MIN_ROUND_PAIRS:
                 offsets[index] = float(np.median(clean or inside))
+                counts[index] = len(clean or inside)
         level = float(np.median(list(offsets.values()))) if offsets else 0.0
-        offsets = {k: v - level for k, v in offsets.items()}
+        # Only the part of a round's level beyond what its few pairs' noise puts there is
+        # removed (soft threshold at one standard error of their median): a median of 3 pairs
+        # is one of them, so removing it whole set a third of the residuals to exactly 0, the
+        # spread read a third of the noise, and clean synthetic fleets of 6 named bad links.
+        noise = pair_noise(usable, metric) if offsets else 0.0
+        offsets = {k: _shrink(v - level, ROUND_SHRINK * noise / math.sqrt(counts[k]))
+                   for k, v in offsets.items()}
     per_entity: dict[int, list[float]] = {e: [] for e in range(n)}
     for p in usable:
         residual = p.speed(metric) - offsets.get(p.round, 0.0)
@@ -245,6 +263,10 @@ def score_metric(n: int, pairs: Sequence[PairResult], metric: str, min_effect: f
     score = {e: v - center for e, v in raw.items()}
     z = {e: v / scale for e, v in score.items()}
     return MetricScores(metric, score, z, slow_with, offsets, center, scale, noise)
+
+
+def _shrink(value: float, by: float) -> float:
+    return math.copysign(max(0.0, abs(value) - by), value)
 
 
 def pair_noise(pairs: Sequence[PairResult], metric: str,
@@ -317,7 +339,9 @@ def attribute(n: int, pairs: Sequence[PairResult], kind: str = "gpu",
     flagged = {m: _flagged(s, min_effect) for m, s in scores.items()}
     suspects = []
     for e in sorted(set().union(*flagged.values())):
-        metric = "busbw" if e in flagged["busbw"] else "lat"
+        # The metric that is most sure (its z furthest out) is the one retested: a slow GPU is
+        # slow in both, and latency on the VM is 5-30x quieter than busbw.
+        metric = min((m for m in METRICS if e in flagged[m]), key=lambda m: scores[m].z[e])
         suspects.append(Suspect(kind, (e,), metric, _ratio(scores, "busbw", e),
                                 _ratio(scores, "lat", e), scores[metric].slow_with[e],
                                 scores[metric].z[e]))
@@ -336,7 +360,7 @@ def _links(pairs: Sequence[PairResult], scores: dict[str, MetricScores], candida
     """Pairs slower than their ends explain, between two ends that are not suspects."""
     limit = threshold(min_effect)
     found: dict[tuple[int, int], Suspect] = {}
-    for metric in METRICS:
+    for metric in ("busbw", "lat"):
         s = scores[metric]
         residuals = {}
         for p in pairs:
@@ -349,12 +373,15 @@ def _links(pairs: Sequence[PairResult], scores: dict[str, MetricScores], candida
             residuals[(p.a, p.b)] = (value - expected - s.score.get(p.a, 0.0)
                                      - s.score.get(p.b, 0.0))
         # The fit leaves many residuals near 0 (their MAD is deflated): one pair's noise,
-        # measured before the fit, is the honest scale where it is larger.
+        # measured before the fit, or the plain spread of the pairs between non-candidates,
+        # is the honest scale where it is larger (at 6 entities and a pair noise of 0.3,
+        # pair_noise read 0.1 in some synthetic clean fleets and they named a bad link).
         center, scale = _robust(list(residuals.values()))
-        scale = max(scale, s.noise)
+        scale = max(scale, s.noise, _normal_spread(s, pairs, candidates))
         for link, value in residuals.items():
             z = (value - center) / scale
-            if z <= -Z_LIMIT and value - center <= limit and link not in found:
+            if (z <= -Z_LIMIT and value - center <= limit
+                    and (link not in found or z < found[link].z)):
                 ratio = math.exp(value - center)
                 found[link] = Suspect(
                     "link", link, metric, ratio if metric == "busbw" else float("nan"),
@@ -404,7 +431,14 @@ def confirm_suspects(attribution: Attribution, pairs: Sequence[PairResult], name
     reproduces at least half the effect that made it a suspect, and at least --min-effect, in
     the metric that flagged it (on a noisy fleet, a pair that was unlucky once is a little slow
     again half of the time). More than half slow again: bad; fewer than half: transient;
-    exactly half, or nothing to compare with: inconclusive."""
+    exactly half, or nothing to compare with: inconclusive.
+
+    Bad also needs the retests together to lie ``Z_CONFIRM`` standard errors below the
+    baseline (one pair's noise: the larger of the matrix's and the reference pairs' spread,
+    over the retests and the baseline's median): at a pair noise of 0.35, 3 retests of a clean
+    entity each came out slow enough by chance often enough that 4 in 1,000 synthetic clean
+    fleets of 6 named a bad gpu; otherwise the retest of a 1-in-1,000 candidate is what calls
+    it transient."""
     limit = threshold(min_effect)
     confirm = [p for p in pairs if p.phase == "confirm"]
     tested = set().union(*(s.entities for s in attribution.suspects)) if attribution.suspects \
@@ -415,9 +449,13 @@ def confirm_suspects(attribution: Attribution, pairs: Sequence[PairResult], name
                      and r.a not in tested and r.b not in tested]
         baseline = (float(np.median(reference)) if reference
                     else attribution.scores[metric].center)
-        ratio = suspect.busbw_ratio if metric == "busbw" else 1 / suspect.lat_ratio
+        if metric == "both":
+            ratio = math.exp(attribution.scores["both"].score.get(suspect.entities[0], 0.0))
+        else:
+            ratio = suspect.busbw_ratio if metric == "busbw" else 1 / suspect.lat_ratio
         need = min(limit, math.log(ratio) / 2) if ratio > 0 and math.isfinite(ratio) else limit
         slow = total = 0
+        shortfall = []
         for p in confirm:
             if not _is_test_of(suspect, p):
                 continue
@@ -425,10 +463,28 @@ def confirm_suspects(attribution: Attribution, pairs: Sequence[PairResult], name
             value = p.speed(metric)
             if p.status != "ok" or not math.isfinite(value) or value - baseline <= need:
                 slow += 1
+            if p.status == "ok" and math.isfinite(value):
+                shortfall.append(value - baseline)
         suspect.confirmed = (slow, total)
         suspect.verdict = _verdict(suspect.kind, slow, total)
+        if suspect.verdict.startswith("bad") and len(shortfall) == total:
+            sigma = max(attribution.scores[metric].noise, _robust(reference)[1],
+                        _normal_spread(attribution.scores[metric], pairs, tested))
+            error = sigma * math.sqrt(1 / total + (1.5708 / len(reference) if reference else 0))
+            suspect.beyond_noise = float(np.mean(shortfall)) <= -Z_CONFIRM * error
+            if not suspect.beyond_noise:
+                suspect.verdict = "transient"
         suspect.evidence = evidence(suspect, names)
     return attribution.suspects
+
+
+def _normal_spread(scores: MetricScores, pairs: Sequence[PairResult], tested: set[int]) -> float:
+    """The robust spread of the main matrix's pairs between entities nobody suspects, each
+    round's level removed: a clean pair's noise that no fit has shrunk (pair_noise read 0.09
+    on synthetic fleets of 6 drawn at 0.3, and those fleets named a bad link)."""
+    return _robust([p.speed(scores.metric) - scores.round_offset.get(p.round, 0.0)
+                    for p in pairs if p.phase == "main" and p.status == "ok"
+                    and p.a not in tested and p.b not in tested])[1]
 
 
 def _is_test_of(suspect: Suspect, p: PairResult) -> bool:
@@ -451,8 +507,11 @@ def evidence(suspect: Suspect, names: list[str]) -> str:
     who = " - ".join(names[e] for e in suspect.entities)
     if suspect.metric == "busbw":
         what = f"{suspect.busbw_ratio:.2f}x the fleet median busbw"
-    else:
+    elif suspect.metric == "lat":
         what = f"{suspect.lat_ratio:.2f}x the fleet median latency"
+    else:
+        what = (f"{suspect.busbw_ratio:.2f}x the fleet median busbw and "
+                f"{suspect.lat_ratio:.2f}x its latency together")
     slow, partners = suspect.slow_with
     if suspect.kind == "link":
         where = "while both ends are normal with their other partners"
@@ -460,6 +519,8 @@ def evidence(suspect: Suspect, names: list[str]) -> str:
         where = f"slow with {slow}/{partners} partners"
     done, tests = suspect.confirmed
     confirmed = f"confirmed {done}/{tests}" if tests else "not retested (no known-good partner)"
+    if not suspect.beyond_noise:
+        confirmed += " but within the retests' noise"
     return f"{who}: {what}, {where}, {confirmed}"
 
 

@@ -46,7 +46,10 @@ class LocateJob:
     plan: Callable
     follow_up: Callable
     window: int = 8  # messages in flight each way at the large size
-    iters_large: int = 30
+    # 100 calls at the large size: on the 2-core VM, 6 ranks, 256K, the attribution's pair
+    # noise (its fastest decile) read 0.15 median over 7 clean runs with 100 and 0.40 with 30
+    # (alternated), for 1.1-1.8 s a round instead of 0.8-1.0 s
+    iters_large: int = 100
     iters_small: int = 300
     warmup: int = 3
     config: dict = field(default_factory=dict)  # the command's options, for run.json
@@ -132,6 +135,7 @@ class _Runner:
             self.position += f", pair {mine[1][0]}-{mine[1][1]}"
         self.session.at(self.position)
         result = None
+        started = time.perf_counter()
         # One position for every rank done with its pair: a timeout in the gather then names
         # the ranks still elsewhere, the pair that hung.
         waiting = f"locate round {round_.index} ({round_.phase}): waiting for the round"
@@ -157,7 +161,11 @@ class _Runner:
             blame = "; ".join(f"rank {rank} was at {where}" for rank, where in late)
             raise RankFailure("timeout", f"timeout after {self.job.timeout:g}s in {waiting}: "
                               f"{blame}") from None
-        records = [self._record(round_, m, gathered) for m in round_.meetings]
+        # The round's wall time on rank 0, from the barrier that starts it to the gather that
+        # ends it: what a round costs, for bench/locate.py's projection to large fleets.
+        round_s = round(time.perf_counter() - started, 4)
+        records = [{**self._record(round_, m, gathered), "round_s": round_s}
+                   for m in round_.meetings]
         self.records += records
         if self.sink is not None:
             for record in records:

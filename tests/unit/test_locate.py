@@ -179,6 +179,44 @@ def test_slow_that_does_not_reproduce_is_transient():
     assert "confirmed 0/3" in suspects[0].evidence
 
 
+def test_retests_slow_by_chance_but_within_their_noise_are_transient():
+    """Two of three retests a little slow and one fast: the majority says bad, but together
+    the retests lie within their noise of the reference pairs beside them."""
+    n = 8
+    main = fleet(n, slow={4: 0.5})
+    found = locate.attribute(n, main)
+    rounds = locate.confirmation_rounds(n, found, 3, first_index=50)
+    again = fleet(n, rounds=rounds, seed=3, noise=0.3)
+    tests = [i for i, p in enumerate(again) if 4 in (p.a, p.b)]
+    refs = [p for p in again if 4 not in (p.a, p.b)]
+    busbw = sorted(p.busbw for p in refs)[len(refs) // 2]
+    lat = sorted(p.lat for p in refs)[len(refs) // 2]
+    for i, factor in zip(tests, (0.55, 0.55, 2.0), strict=True):
+        p = again[i]
+        again[i] = PairResult(p.round, p.a, p.b, busbw * factor, lat / factor, p.lat_p99,
+                              "ok", p.phase)
+    suspects = locate.confirm_suspects(found, main + again, [str(e) for e in range(n)], 0.1)
+    assert [(s.entities, s.verdict) for s in suspects] == [((4,), "transient")]
+    assert suspects[0].evidence.endswith("confirmed 2/3 but within the retests' noise")
+
+
+def test_latency_and_busbw_together_find_a_slowdown_neither_shows_alone():
+    """1.3x slower in both metrics at a pair noise of 0.15: each metric alone is rarely 3.5 z
+    out over 7 partners, their mean (sigma / sqrt 2) more often."""
+    runs = [run(8, slow={3: 1 / 1.3}, noise=0.15, seed=s) for s in range(30)]
+    together = sum(any(x.metric == "both" and x.verdict == "bad gpu" for x in found)
+                   for found in runs)
+    assert together >= 5
+    assert all(bad(found) in ([], [("gpu", (3,))]) for found in runs)
+
+
+def test_a_congested_round_of_three_pairs_names_nobody():
+    """Six entities: a round's median is one of its three pairs; the round is still removed
+    (its level is far beyond the noise), and nobody is named."""
+    for seed in range(5):
+        assert bad(run(6, congested={2: 0.4}, seed=seed)) == []
+
+
 def test_no_good_partner_is_inconclusive():
     found = locate.Attribution(locate.attribute(2, fleet(2)).scores,
                                [locate.Suspect("gpu", (0,), "busbw", 0.5, 1.0)])
