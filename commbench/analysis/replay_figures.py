@@ -51,6 +51,8 @@ class OpFigures:
     replayed: list[float] = field(default_factory=list)
     model: list[float | None] = field(default_factory=list)
     sources: set[str] = field(default_factory=set)
+    timed: int = 0  # calls with an in-situ time
+    untimed: int = 0  # calls the recording has no completion for (left out of in situ)
 
     def __post_init__(self) -> None:
         for name in ("trace_bytes", "trace_calls", "replay_bytes", "replay_calls", "in_situ",
@@ -67,11 +69,13 @@ class OpFigures:
         busy machine's spells make a step's time heavy-tailed; the median is the headline,
         as everywhere in commbench)."""
         return {"op": self.op, "dtype": self.dtype, "bytes": _mean(self.trace_bytes),
-                "calls": _mean(self.trace_calls), "in_situ_s": _median(self.in_situ),
+                "calls": _mean(self.trace_calls),
+                "in_situ_s": _median(self.in_situ) if self.timed else None,
                 "replayed_s": _median(self.replayed), "model_s": _median(self.model),
                 "replayed_bytes": _mean(self.replay_bytes),
                 "replayed_calls": _mean(self.replay_calls),
-                "model_source": ", ".join(sorted(self.sources))}
+                "model_source": ", ".join(sorted(self.sources)), "untimed": self.untimed,
+                "timed": self.timed}
 
 
 @dataclass
@@ -105,7 +109,13 @@ def rank_figures(trace: Trace, result: RankResult,
             fig = of(call)
             fig.add("trace_bytes", index, call.size_bytes)
             fig.add("trace_calls", index, 1)
-            fig.add("in_situ", index, call.in_situ_s)
+            # A call the recording saw no completion of (a recorder cut short at exit) is
+            # left out of in situ and counted, rather than hiding the op's whole figure.
+            if call.in_situ_s is None:
+                fig.untimed += 1
+            else:
+                fig.timed += 1
+                fig.add("in_situ", index, call.in_situ_s)
             cost, source = price(rank, call)
             fig.add("model", index, cost)
             fig.sources.add(source)
@@ -145,6 +155,9 @@ def summarise(trace: Trace, plan: ReplayPlan, results: dict[int, RankResult],
         for name in ("bytes", "calls", "replayed_bytes", "replayed_calls"):
             row[name] = _whole(row[name])
         row["ranks"] = len(mine)
+        row["untimed_calls"] = sum(m["untimed"] for m in mine)
+        # in situ: the mean over the ranks the recording timed the op on
+        row["in_situ_s"] = _mean([m["in_situ_s"] for m in mine if m["in_situ_s"] is not None])
         row["model_source"] = ", ".join(sorted({s for m in mine
                                                 for s in m["model_source"].split(", ") if s}))
         ops.append(row)
@@ -205,6 +218,9 @@ def _notes(ops: list[dict], plan: ReplayPlan) -> list[str]:
         if row["in_situ_s"] is None:
             notes.append(f"{row['op']} {row['dtype']}: the trace has no completion times, so "
                          "no in-situ time")
+        elif row["untimed_calls"]:
+            notes.append(f"{row['op']} {row['dtype']}: {row['untimed_calls']} replayed call(s) "
+                         "have no completion time in the trace and are left out of in situ")
         if row["model_s"] is None:
             why = "" if row["model_source"] == "not priced" else f" ({row['model_source']})"
             notes.append(f"{row['op']} {row['dtype']}: not priced{why}, left out of the "

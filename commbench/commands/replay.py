@@ -85,6 +85,11 @@ def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
     trace = load(spec.trace)
     world = env.world if env else (spec.nproc or trace.world_size)
     check_trace(trace, world)
+    if world > trace.world_size and (env is None or env.rank == 0):
+        from commbench.output.console import say
+
+        say(f"note: the launch has {world} ranks and the trace {trace.world_size}: ranks "
+            f"{trace.world_size}-{world - 1} only take part in making the groups")
     steps = select_steps(trace.steps(), spec.steps)
     backend = _backend(spec.backend, trace)
     curves = _curves(spec.curves, trace)

@@ -8,6 +8,7 @@ import csv
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -215,9 +216,17 @@ def test_a_recorded_ddp_job_replays_ddps_buckets(tmp_path):
     from tests.integration.test_record import EXAMPLES, TORCHRUN, record
 
     facts_file = tmp_path / "facts.json"
-    done, trace = record(tmp_path, [*TORCHRUN, "2", str(EXAMPLES / "ddp_mlp.py"), "--steps",
-                                    "4", "--width", "256", "--layers", "3", "--bucket-mb",
-                                    "0.3", "--facts", str(facts_file)])
+    for attempt in range(2):
+        done, trace = record(tmp_path, [*TORCHRUN, "2", str(EXAMPLES / "ddp_mlp.py"),
+                                        "--steps", "4", "--width", "256", "--layers", "3",
+                                        "--bucket-mb", "0.3", "--facts", str(facts_file)],
+                             name=f"trace-{attempt}")
+        if done.returncode == 0 or "terminate called without an active exception" not in \
+                done.stderr:
+            break
+        # A recorded rank that aborts at exit (std::terminate; about 1 recording in 8 on the
+        # 2-core VM) is the recorder's, not the replay's: recorded again, and said.
+        warnings.warn("the DDP recording aborted at exit: recorded again", stacklevel=1)
     assert done.returncode == 0, done.stderr[-3000:]
     facts = json.loads(facts_file.read_text())
     buckets = str(facts["bucket_bytes"]).split(",")

@@ -162,3 +162,15 @@ def test_table_and_chart_render(tmp_path):
         "in situ", "replayed", "model"]
     markdown = render.summary_markdown(summary, head, {"status": "complete"})
     assert "| op |" in markdown
+
+
+def test_a_call_the_recording_never_saw_complete_is_left_out_of_in_situ(tmp_path):
+    trace = trace_format.load(manual_loop(tmp_path, world=2, steps=1, numel=256))
+    trace.ranks[1].calls[-1].t_end_ns = None  # the allgather of step 1 on rank 1
+    plan = replay.make_plan(trace, [1], "none", isolated=False)
+    results = fake_results(trace, plan)
+    summary = replay_figures.summarise(trace, plan, results, lambda rank, c: (1e-4, "x"))
+    allgather = next(r for r in summary.ops if r["op"] == "allgather")
+    assert allgather["in_situ_s"] == pytest.approx(CALL_NS / 1e9)  # rank 0's alone
+    assert allgather["untimed_calls"] == 1
+    assert any("left out of in situ" in note for note in summary.notes)
