@@ -3,11 +3,16 @@
 Per op and dtype and per rank: bytes (commbench's size, the largest buffer) and calls per
 replayed step, and three times per step: in situ (the recording's own call times), replayed
 (issue to completion of each replayed call, summed) and model (each call priced, summed).
-A rank's figure is its median over the replayed steps (bytes and calls: the mean); a row
-is the mean over the ranks that make the op's calls; ``per_step`` the mean over ranks of
-each rank's median step total, and the replayed step's wall (first issue to last
-completion, where overlapping calls count once). Sums of call times count overlapping
-calls twice, as an estimate does: the wall is the number to set beside a step's time.
+A replayed call's time is its median over the replays of its recorded step (a busy
+machine's spells make single timings heavy-tailed: on the 2-core VM one replay of a 1 MiB
+allreduce read 31 ms among 0.5 ms ones; the median is the headline, as everywhere in
+commbench), a step's wall likewise; a rank's figure is then the mean over the plan's steps
+of the step's sums (each recorded step weighted by how often it is replayed), the trace's
+bytes, calls, in situ and model alike. A row is the mean over the ranks that make the op's
+calls; ``per_step`` the mean over ranks of each rank's total, and the replayed step's wall
+(first issue to last completion, where overlapping calls count once). Sums of call times
+count overlapping calls twice, as an estimate does: the wall is the number to set beside a
+step's time.
 
 Data in, data out: nothing here imports torch or prints.
 """
@@ -38,42 +43,27 @@ class RankResult:
 
 @dataclass
 class OpFigures:
-    """One (op, dtype) of one rank: its sums in each replayed step (None: not known)."""
+    """One (op, dtype) of one rank, per step: means over the plan's steps, each recorded step
+    weighted by how often the plan replays it (None: not known)."""
 
     op: str
     dtype: str
-    steps: int
-    trace_bytes: list[float] = field(default_factory=list)
-    trace_calls: list[float] = field(default_factory=list)
-    replay_bytes: list[float] = field(default_factory=list)
-    replay_calls: list[float] = field(default_factory=list)
-    in_situ: list[float | None] = field(default_factory=list)
-    replayed: list[float] = field(default_factory=list)
-    model: list[float | None] = field(default_factory=list)
+    bytes: float = 0.0
+    calls: float = 0.0
+    replayed_bytes: float = 0.0
+    replayed_calls: float = 0.0
+    in_situ_s: float = 0.0
+    replayed_s: float = 0.0
+    model_s: float | None = 0.0
     sources: set[str] = field(default_factory=set)
     timed: int = 0  # calls with an in-situ time
     untimed: int = 0  # calls the recording has no completion for (left out of in situ)
 
-    def __post_init__(self) -> None:
-        for name in ("trace_bytes", "trace_calls", "replay_bytes", "replay_calls", "in_situ",
-                     "replayed", "model"):
-            setattr(self, name, [0.0] * self.steps)
-
-    def add(self, name: str, index: int, value: float | None) -> None:
-        column = getattr(self, name)
-        column[index] = None if column[index] is None or value is None else \
-            column[index] + value
-
     def figures(self) -> dict:
-        """Per step: bytes and calls as means, times as medians over the replayed steps (a
-        busy machine's spells make a step's time heavy-tailed; the median is the headline,
-        as everywhere in commbench)."""
-        return {"op": self.op, "dtype": self.dtype, "bytes": _mean(self.trace_bytes),
-                "calls": _mean(self.trace_calls),
-                "in_situ_s": _median(self.in_situ) if self.timed else None,
-                "replayed_s": _median(self.replayed), "model_s": _median(self.model),
-                "replayed_bytes": _mean(self.replay_bytes),
-                "replayed_calls": _mean(self.replay_calls),
+        return {"op": self.op, "dtype": self.dtype, "bytes": self.bytes, "calls": self.calls,
+                "in_situ_s": self.in_situ_s if self.timed else None,
+                "replayed_s": self.replayed_s, "model_s": self.model_s,
+                "replayed_bytes": self.replayed_bytes, "replayed_calls": self.replayed_calls,
                 "model_source": ", ".join(sorted(self.sources)), "untimed": self.untimed,
                 "timed": self.timed}
 
@@ -91,57 +81,73 @@ class Summary:
                 "notes": self.notes}
 
 
+def replays_by_step(result: RankResult) -> dict[int, list[dict]]:
+    """Recorded step -> its replays (in replay order)."""
+    found: dict[int, list[dict]] = {}
+    for replayed in result.steps:
+        found.setdefault(int(replayed["step"]), []).append(replayed)
+    return found
+
+
 def rank_figures(trace: Trace, result: RankResult,
-                 price: Price) -> dict[tuple[str, str], OpFigures]:
-    """(op, dtype) -> this rank's sums per replayed step, the trace's beside the replay's."""
-    rank, count = result.rank, len(result.steps)
+                 price: Price) -> tuple[dict[tuple[str, str], OpFigures], float | None]:
+    """(op, dtype) -> this rank's figures per step, and its step wall (the module
+    docstring: medians over each recorded step's replays, means over the plan's steps)."""
+    rank = result.rank
     figures: dict[tuple[str, str], OpFigures] = {}
     by_seq = calls_by_seq(trace, rank)
+    replays = replays_by_step(result)
+    total = sum(len(r) for r in replays.values())
+    wall = 0.0
 
     def of(call: Call) -> OpFigures:
-        key = (call.op, call.dtype)
-        if key not in figures:
-            figures[key] = OpFigures(call.op, call.dtype, count)
-        return figures[key]
+        return figures.setdefault((call.op, call.dtype), OpFigures(call.op, call.dtype))
 
-    for index, replayed in enumerate(result.steps):
-        for call in trace.calls(rank, int(replayed["step"])):
+    for step, runs in sorted(replays.items()):
+        weight = len(runs) / total
+        wall += weight * statistics.median(r["wall_s"] for r in runs)
+        for call in trace.calls(rank, step):
             fig = of(call)
-            fig.add("trace_bytes", index, call.size_bytes)
-            fig.add("trace_calls", index, 1)
+            fig.bytes += weight * call.size_bytes
+            fig.calls += weight
             # A call the recording saw no completion of (a recorder cut short at exit) is
             # left out of in situ and counted, rather than hiding the op's whole figure.
             if call.in_situ_s is None:
                 fig.untimed += 1
             else:
                 fig.timed += 1
-                fig.add("in_situ", index, call.in_situ_s)
+                fig.in_situ_s += weight * call.in_situ_s
             cost, source = price(rank, call)
-            fig.add("model", index, cost)
+            fig.model_s = None if fig.model_s is None or cost is None else \
+                fig.model_s + weight * cost
             fig.sources.add(source)
-        for seq, issue, end, nbytes in replayed["calls"]:
-            fig = of(by_seq[int(seq)])
-            fig.add("replay_bytes", index, nbytes)
-            fig.add("replay_calls", index, 1)
-            fig.add("replayed", index, max(0.0, end - issue))
-    return figures
+        durations: dict[int, list[float]] = {}
+        handed: dict[int, int] = {}
+        for run in runs:
+            for seq, issue, end, nbytes in run["calls"]:
+                durations.setdefault(int(seq), []).append(max(0.0, end - issue))
+                handed[int(seq)] = int(nbytes)
+        for seq, times in durations.items():
+            fig = of(by_seq[seq])
+            fig.replayed_bytes += weight * handed[seq]
+            fig.replayed_calls += weight
+            fig.replayed_s += weight * statistics.median(times)
+    return figures, (wall if replays else None)
 
 
 def _mean(values: list) -> float | None:
     return None if not values or any(v is None for v in values) else statistics.fmean(values)
 
 
-def _median(values: list) -> float | None:
-    return None if not values or any(v is None for v in values) else statistics.median(values)
-
-
 def summarise(trace: Trace, plan: ReplayPlan, results: dict[int, RankResult],
               price: Price) -> Summary:
     """The table's rows, the per-step totals and one row per rank and op (replay_ranks.csv):
-    a rank's figure is its median over the replayed steps, a row the mean over the ranks that
-    make the op's calls (as --rank-time avg combines ranks)."""
-    per_rank = {rank: rank_figures(trace, result, price)
-                for rank, result in sorted(results.items())}
+    a row is the mean over the ranks that make the op's calls (as --rank-time avg combines
+    ranks)."""
+    per_rank, walls = {}, []
+    for rank, result in sorted(results.items()):
+        per_rank[rank], wall = rank_figures(trace, result, price)
+        walls.append(wall)
     rows = [{"rank": rank, **f.figures()} for rank, figures in per_rank.items()
             for f in figures.values()]
     ops = []
@@ -149,35 +155,30 @@ def summarise(trace: Trace, plan: ReplayPlan, results: dict[int, RankResult],
         mine = [f.figures() for figures in per_rank.values() for key, f in figures.items()
                 if key == (op, dtype)]
         row = {"op": op, "dtype": dtype}
-        for name in ("bytes", "calls", "in_situ_s", "replayed_s", "model_s", "replayed_bytes",
+        for name in ("bytes", "calls", "replayed_s", "model_s", "replayed_bytes",
                      "replayed_calls"):
             row[name] = _mean([m[name] for m in mine])
         for name in ("bytes", "calls", "replayed_bytes", "replayed_calls"):
             row[name] = _whole(row[name])
-        row["ranks"] = len(mine)
-        row["untimed_calls"] = sum(m["untimed"] for m in mine)
         # in situ: the mean over the ranks the recording timed the op on
         row["in_situ_s"] = _mean([m["in_situ_s"] for m in mine if m["in_situ_s"] is not None])
-        row["model_source"] = ", ".join(sorted({s for m in mine
-                                                for s in m["model_source"].split(", ") if s}))
+        row["ranks"] = len(mine)
+        row["untimed_calls"] = sum(m["untimed"] for m in mine)
+        row["model_source"] = ", ".join(sorted({m["model_source"] for m in mine}))
         ops.append(row)
     # A step's model leaves out what could not be priced (the notes say so); its in situ
-    # time is only known where every call has one.
+    # time is only known where the recording timed some call.
     totals: dict[str, list] = {"in_situ_s": [], "replayed_s": [], "model_s": []}
     for figures in per_rank.values():
-        if not figures:
-            continue
-        for name, column in (("in_situ_s", "in_situ"), ("replayed_s", "replayed"),
-                             ("model_s", "model")):
-            steps = zip(*(getattr(f, column) for f in figures.values()), strict=True)
-            totals[name].append(_median([_total(list(values), partial=name == "model_s")
-                                         for values in steps]))
-    walls = [statistics.median(s["wall_s"] for s in r.steps) for r in results.values()
-             if r.steps]
+        if figures:
+            for name in totals:
+                values = [f.figures()[name] for f in figures.values()]
+                totals[name].append(_total(values, partial=name != "replayed_s"))
     spans = [_span(trace, rank, [int(s["step"]) for s in results[rank].steps])
              for rank in results]
     per_step = {name: _mean(values) for name, values in totals.items()}
-    per_step.update(replayed_wall_s=_mean(walls), in_situ_span_s=_mean(spans),
+    per_step.update(replayed_wall_s=_mean([w for w in walls if w is not None]),
+                    in_situ_span_s=_mean(spans),
                     replayed_max_rank_s=max(totals["replayed_s"], default=None))
     return Summary(len(plan.steps), per_step, ops, rows, _notes(ops, plan))
 
@@ -196,7 +197,7 @@ def _whole(value: float | None) -> float | int | None:
 
 
 def _span(trace: Trace, rank: int, steps: list[int]) -> float | None:
-    """The recorded steps' communication span: first issue to last end, median over steps."""
+    """The recorded steps' communication span: first issue to last end, mean over the plan."""
     spans = []
     for step in steps:
         calls = trace.calls(rank, step)
@@ -205,7 +206,7 @@ def _span(trace: Trace, rank: int, steps: list[int]) -> float | None:
         if not issued or not ended or len(ended) < len(calls):
             return None
         spans.append(max(0, max(ended) - min(issued)) / 1e9)
-    return statistics.median(spans) if spans else None
+    return statistics.fmean(spans) if spans else None
 
 
 def _notes(ops: list[dict], plan: ReplayPlan) -> list[str]:
