@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from commbench.analysis.replay import Price, ReplayPlan, calls_by_seq
 from commbench.trace.format import Call, Trace
 
+# SPEC §9's keys of an op, in its order (the extra keys follow)
+SPEC_KEYS = ("op", "dtype", "bytes", "calls", "in_situ_s", "replayed_s", "model_s")
+
 
 @dataclass
 class RankResult:
@@ -165,7 +168,7 @@ def summarise(trace: Trace, plan: ReplayPlan, results: dict[int, RankResult],
         row["ranks"] = len(mine)
         row["untimed_calls"] = sum(m["untimed"] for m in mine)
         row["model_source"] = ", ".join(sorted({m["model_source"] for m in mine}))
-        ops.append(row)
+        ops.append({**{key: row[key] for key in SPEC_KEYS}, **row})
     # A step's model leaves out what could not be priced (the notes say so); its in situ
     # time is only known where the recording timed some call.
     totals: dict[str, list] = {"in_situ_s": [], "replayed_s": [], "model_s": []}
