@@ -60,3 +60,41 @@ def per_step(folder, steps: list[int]) -> dict:
                 total[0] += call.size_bytes / len(steps)
                 total[1] += 1 / len(steps)
     return {key: (b, c) for key, (b, c) in out.items()}
+
+
+def every_op(folder) -> Path:
+    """2 ranks, steps 1-2 each making every kind of call the replay binds: reduce-scatter,
+    reduce (root 1, max), gather (root 0: only the root gets the whole), scatter (root 1),
+    an even all-to-all (async) and an uneven one (splits), a barrier, two async averages
+    (gloo has no average: replayed as sums, the same traffic); step 0 a barrier."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    groups = {"0": trace_format.Group("0", (0, 1), "gloo", "default_pg")}
+    for rank in range(2):
+        calls: list[trace_format.Call] = []
+
+        def add(op, in_numel, out_numel, step, root=None, splits=None, reduce_op=None,
+                is_async=False, calls=calls):
+            issue = 1000 * len(calls)
+            calls.append(trace_format.Call(
+                seq=len(calls), pg="0", op=op, dtype="float32", in_numel=in_numel,
+                out_numel=out_numel, step=step, root=root, splits=splits, reduce_op=reduce_op,
+                is_async=is_async, t_issue_ns=issue, t_end_ns=issue + 500))
+
+        add("barrier", 0, 0, 0)
+        for step in (1, 2):
+            add("reduce_scatter", 1024, 512, step, reduce_op="sum")
+            add("reduce", 256, 256, step, root=1, reduce_op="max")
+            add("gather", 128, 256 if rank == 0 else 0, step, root=0)
+            add("scatter", 256 if rank == 1 else 0, 128, step, root=1)
+            add("alltoall", 64, 64, step, is_async=True)
+            sent, received = ([1, 3], [1, 2]) if rank == 0 else ([2, 4], [3, 4])
+            add("alltoall", sum(sent), sum(received), step,
+                splits={"in": sent, "out": received})
+            add("barrier", 0, 0, step)
+            add("allreduce", 100, 100, step, reduce_op="avg", is_async=True)
+            add("allreduce", 100, 100, step, reduce_op="avg", is_async=True)
+        head = trace_format.header(torch_version="test", backend="gloo", world_size=2,
+                                   rank=rank, host="testhost", groups=groups)
+        trace_format.write_rank(folder / f"rank-{rank}.jsonl", head, calls)
+    return folder

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import commbench
-from tests.replay_traces import CALL_NS, GAP_NS, manual_loop, per_step
+from tests.replay_traces import CALL_NS, GAP_NS, every_op, manual_loop, per_step
 
 pytestmark = pytest.mark.integration
 
@@ -87,6 +87,17 @@ def test_four_ranks_two_groups_and_async_calls(tmp_path):
     assert_matches_trace(trace, run, summary, [1, 2, 1, 2])
     allreduce = next(r for r in summary["ops"] if r["op"] == "allreduce")
     assert allreduce["ranks"] == 4 and allreduce["calls"] == 2.5  # ranks 0, 1: 3; 2, 3: 2
+
+
+def test_every_kind_of_call_is_replayed_with_the_trace_bytes(tmp_path):
+    """Rooted ops on and off their root, uneven all-to-all splits, async calls sharing a
+    buffer shape (each in flight gets its own), barriers, a reduction gloo lacks."""
+    trace = every_op(tmp_path / "trace")
+    done, run, summary = replay(tmp_path, trace, "--steps", "4")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert {row["op"] for row in summary["ops"]} == {
+        "reduce_scatter", "reduce", "gather", "scatter", "alltoall", "barrier", "allreduce"}
+    assert_matches_trace(trace, run, summary, [1, 2, 1, 2])
 
 
 def test_named_steps_and_step_zero(tmp_path):
