@@ -92,6 +92,7 @@ def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
             f"{trace.world_size}-{world - 1} only take part in making the groups")
     steps = select_steps(trace.steps(), spec.steps)
     backend = _backend(spec.backend, trace)
+    _check_dtypes(trace)
     curves = _curves(spec.curves, trace)
     plan = make_plan(trace, steps, spec.gaps, isolated=curves[0] is None)
     device = "cuda" if backend == "nccl" else "cpu"
@@ -121,6 +122,16 @@ def _backend(name: str, trace) -> str:
                              if recorded == "nccl" else "--backend nccl needs CUDA GPUs, and "
                              "none is visible here")
     return name
+
+
+def _check_dtypes(trace) -> None:
+    from commbench.engine.replay_calls import torch_dtype
+
+    names = sorted({c.dtype for rank in trace.ranks.values() for c in rank.calls})
+    unknown = [name for name in names if torch_dtype(name) is None]
+    if unknown:
+        raise UsageError(f"{trace.path}: this torch has no dtype {', '.join(unknown)}, which "
+                         "the trace's calls use")
 
 
 def _curves(path: str | None, trace) -> tuple:

@@ -51,6 +51,16 @@ class Bound:
         return self.call.is_async
 
 
+# The trace format's dtype names where torch spells them otherwise.
+DTYPE_ALIASES = {"float8_e4m3": "float8_e4m3fn"}
+
+
+def torch_dtype(name: str):
+    """torch's dtype for a trace's dtype name, or None where this torch has none."""
+    found = getattr(torch, DTYPE_ALIASES.get(name, name), None)
+    return found if isinstance(found, torch.dtype) else None
+
+
 def torch_reduce_op(name: str | None, backend: str):
     """torch's ReduceOp for a trace's reduction; gloo has no average and a pre-multiplied sum
     is a sum to time, so both run as sums (the same traffic)."""
@@ -90,7 +100,7 @@ class Binder:
         return numel // 2 if self.halve is not None and self.halve in ("", call.op) else numel
 
     def _tensor(self, numel: int, dtype: str) -> torch.Tensor:
-        return torch.zeros(max(0, numel), dtype=getattr(torch, dtype), device=self.device)
+        return torch.zeros(max(0, numel), dtype=torch_dtype(dtype), device=self.device)
 
     def _p2p(self, call: Call, slot: int) -> Callable:
         key = (call.op, call.dtype, call.in_numel, call.pg, slot)

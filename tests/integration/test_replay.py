@@ -175,7 +175,7 @@ def test_curves_of_another_run_price_the_calls(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["missing", "not-a-trace", "order", "too-few-ranks",
-                                  "bad-steps"])
+                                  "bad-steps", "dtype"])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
     trace = manual_loop(tmp_path / "trace", world=2, steps=2)
     args = [str(trace)]
@@ -191,8 +191,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
         (trace / "rank-1.jsonl").write_text("\n".join(lines) + "\n")
     elif case == "too-few-ranks":
         args += ["--nproc", "1"]
-    else:
+    elif case == "bad-steps":
         args += ["--steps", "5-6"]  # steps the trace does not have
+    else:
+        for path in trace.glob("rank-*.jsonl"):  # every rank alike: the order still agrees
+            path.write_text(path.read_text().replace('"float32"', '"float99"', 1))
     started = time.monotonic()
     done, _ = commbench(["replay", *args], tmp_path, timeout=60)
     assert done.returncode == 2, (case, done.stderr)
@@ -201,7 +204,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
     assert time.monotonic() - started < 30  # refused before any rank starts
     expected = {"missing": "no such trace folder", "not-a-trace": "not a commbench trace",
                 "order": "disagree", "too-few-ranks": "needs 2 ranks and this launch has 1",
-                "bad-steps": "the trace has steps 0-2"}[case]
+                "bad-steps": "the trace has steps 0-2",
+                "dtype": "this torch has no dtype float99"}[case]
     assert expected in lines[0], lines[0]
 
 
