@@ -292,3 +292,22 @@ def test_a_recorded_fsdp2_job_replays_its_gathers_and_scatters(tmp_path):
     assert ops["allgather"]["replayed_bytes"] == ops["allgather"]["bytes"] == 2 * unsharded
     assert ops["reduce_scatter"]["replayed_bytes"] == ops["reduce_scatter"]["bytes"] == unsharded
     assert_matches_trace(trace, run, summary, [1, 2])
+
+
+def test_an_imported_torch_profiler_trace_replays(tmp_path):
+    """A profiler trace of an NCCL job, imported (commbench import torch-profiler), replays on
+    CPUs with --backend gloo; without it the trace's nccl is refused here in one line."""
+    done, _ = commbench(["import", "torch-profiler", "tests/fixtures/profiler/nccl-handmade"],
+                        tmp_path, timeout=60)  # the helper's --out is the trace folder here
+    assert done.returncode == 0, done.stderr
+    trace = tmp_path / "results"
+    import torch
+
+    if not torch.cuda.is_available():
+        refused, _ = commbench(["replay", str(trace)], tmp_path / "refused", timeout=60)
+        assert refused.returncode == 2 and "--backend gloo" in refused.stderr, refused.stderr
+    done, run, summary = replay(tmp_path / "replay", trace, "--backend", "gloo", "--steps",
+                                "all")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert {"allreduce", "send", "recv", "alltoall"} <= {row["op"] for row in summary["ops"]}
+    assert_matches_trace(trace, run, summary, [5, 6])
