@@ -88,8 +88,10 @@ def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
     if world > trace.world_size and (env is None or env.rank == 0):
         from commbench.output.console import say
 
-        say(f"note: the launch has {world} ranks and the trace {trace.world_size}: ranks "
-            f"{trace.world_size}-{world - 1} only take part in making the groups")
+        extra = (f"rank {world - 1} only takes" if world - trace.world_size == 1 else
+                 f"ranks {trace.world_size}-{world - 1} only take")
+        say(f"note: the launch has {world} ranks and the trace {trace.world_size}: {extra} "
+            "part in making the groups")
     steps = select_steps(trace.steps(), spec.steps)
     backend = _backend(spec.backend, trace)
     _check_dtypes(trace)

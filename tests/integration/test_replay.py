@@ -311,3 +311,33 @@ def test_an_imported_torch_profiler_trace_replays(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert {"allreduce", "send", "recv", "alltoall"} <= {row["op"] for row in summary["ops"]}
     assert_matches_trace(trace, run, summary, [5, 6])
+
+
+def test_under_torchrun_every_process_is_a_rank_and_extra_ranks_only_make_groups(tmp_path):
+    """torchrun starts 3 processes for a 2-rank trace: rank 0 writes the one folder, rank 2
+    only makes the groups; a 3-rank trace under 2 processes is refused in one line."""
+    import os
+    import subprocess
+
+    trace = manual_loop(tmp_path / "trace", world=2, steps=2, numel=1 << 10)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RANK", "WORLD_SIZE", "MASTER_", "SLURM_", "OMPI_", "PMI"))}
+    env.update(GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", TORCH_CPP_LOG_LEVEL="ERROR")
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    done = subprocess.run([*torchrun, "--nproc-per-node", "3", "-m", "commbench", "replay",
+                           str(trace), "--json", "--out", str(tmp_path / "out"), "--name",
+                           "under-torchrun", "--steps", "3"], capture_output=True, text=True,
+                          timeout=150, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["under-torchrun"]
+    meta = json.loads((tmp_path / "out" / "under-torchrun" / "run.json").read_text())
+    assert (meta["launcher"], meta["world_size"]) == ("torchrun", 3)
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["steps"] == 3
+    assert "rank 2 only takes part in making the groups" in done.stderr
+    wide = manual_loop(tmp_path / "wide", world=3, steps=1, numel=1 << 10)
+    done = subprocess.run([*torchrun, "--nproc-per-node", "2", "-m", "commbench", "replay",
+                           str(wide), "--out", str(tmp_path / "out2")], capture_output=True,
+                          text=True, timeout=150, env=env)
+    assert done.returncode != 0
+    assert "needs 3 ranks and this launch has 2" in done.stderr
