@@ -434,11 +434,10 @@ def confirm_suspects(attribution: Attribution, pairs: Sequence[PairResult], name
     exactly half, or nothing to compare with: inconclusive.
 
     Bad also needs the retests together to lie ``Z_CONFIRM`` standard errors below the
-    baseline (one pair's noise: the larger of the matrix's and the reference pairs' spread,
-    over the retests and the baseline's median): at a pair noise of 0.35, 3 retests of a clean
-    entity each came out slow enough by chance often enough that 4 in 1,000 synthetic clean
-    fleets of 6 named a bad gpu; otherwise the retest of a 1-in-1,000 candidate is what calls
-    it transient."""
+    baseline (one pair's noise: pair_noise or the pooled spread of every pair without the
+    suspect, whichever is larger, over the retests and the baseline's median): without it, 3
+    retests of a clean candidate came out slow enough by chance that 7-8 in 1,000 synthetic
+    clean fleets of 6 named somebody bad (1-2 in 1,000 with it)."""
     limit = threshold(min_effect)
     confirm = [p for p in pairs if p.phase == "confirm"]
     tested = set().union(*(s.entities for s in attribution.suspects)) if attribution.suspects \
@@ -468,8 +467,8 @@ def confirm_suspects(attribution: Attribution, pairs: Sequence[PairResult], name
         suspect.confirmed = (slow, total)
         suspect.verdict = _verdict(suspect.kind, slow, total)
         if suspect.verdict.startswith("bad") and len(shortfall) == total:
-            sigma = max(attribution.scores[metric].noise, _robust(reference)[1],
-                        _normal_spread(attribution.scores[metric], pairs, tested))
+            sigma = max(attribution.scores[metric].noise,
+                        _retest_noise(attribution.scores[metric], pairs, suspect, reference))
             error = sigma * math.sqrt(1 / total + (1.5708 / len(reference) if reference else 0))
             suspect.beyond_noise = float(np.mean(shortfall)) <= -Z_CONFIRM * error
             if not suspect.beyond_noise:
@@ -485,6 +484,23 @@ def _normal_spread(scores: MetricScores, pairs: Sequence[PairResult], tested: se
     return _robust([p.speed(scores.metric) - scores.round_offset.get(p.round, 0.0)
                     for p in pairs if p.phase == "main" and p.status == "ok"
                     and p.a not in tested and p.b not in tested])[1]
+
+
+def _retest_noise(scores: MetricScores, pairs: Sequence[PairResult], suspect: Suspect,
+                  reference: list[float]) -> float:
+    """One pair's spread from every pair that does not involve the suspect: the main matrix's
+    (round levels removed) and the reference pairs of the confirmation rounds, each about its
+    own median, pooled: either alone is a handful of pairs at 6 entities, and a handful lying
+    close by chance let a clean synthetic fleet's retest look significant."""
+    main = [p.speed(scores.metric) - scores.round_offset.get(p.round, 0.0) for p in pairs
+            if p.phase == "main" and p.status == "ok" and not set(suspect.entities) & {p.a, p.b}
+            and math.isfinite(p.speed(scores.metric))]
+    spread = []
+    for values in (main, reference):
+        if values:
+            middle = float(np.median(values))
+            spread += [v - middle for v in values]
+    return _robust(spread)[1]
 
 
 def _is_test_of(suspect: Suspect, p: PairResult) -> bool:
