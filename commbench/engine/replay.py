@@ -155,7 +155,7 @@ class _Replayer:
         clock = time.perf_counter_ns
         issued = [0] * len(bounds)
         ended = [0] * len(bounds)
-        pending: list[tuple[int, object, bool]] = []
+        pending: list[tuple[int, object, object]] = []
         injector = self.injector
         with self._diagnosed():
             self.session.control.barrier()
@@ -186,11 +186,13 @@ class _Replayer:
                            b.nbytes] for i, b in enumerate(bounds)]}
 
     def _wait(self, pending: list, ended: list[int]) -> None:
-        for i, work, timed in pending:
+        for i, work, stamped in pending:
             work.wait()
             if self.cuda:
                 torch.cuda.synchronize()
-            if not timed or self.cuda:
+            if stamped is not None and not self.cuda:
+                stamped.wait()  # the callback has run: ended[i] holds the completion
+            else:
                 ended[i] = max(ended[i], time.perf_counter_ns())
         pending.clear()
 
@@ -247,22 +249,22 @@ def _slots(calls: list[Call]) -> list[tuple[Call, int]]:
     return out
 
 
-def _on_completion(work, ended: list[int], index: int, clock) -> bool:
+def _on_completion(work, ended: list[int], index: int, clock):
     """Stamp ``ended[index]`` when the work completes (its future's callback, on the
-    backend's thread); False where the work has no future (then its wait stamps it)."""
+    backend's thread); returns the future that completes once the stamp is made, or None
+    where the work has no future (then its wait stamps it)."""
     try:
         future = work.get_future()
     except Exception:  # send/recv on some backends, fault injection's stand-ins
-        return False
+        return None
 
     def done(_future):
         ended[index] = max(ended[index], clock())
 
     try:
-        future.then(done)
+        return future.then(done)
     except Exception:
-        return False
-    return True
+        return None
 
 
 class _Diagnosed:
