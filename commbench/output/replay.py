@@ -54,9 +54,13 @@ def _bytes(value) -> str:
     return f"{format_size(int(value))}B" if value else "0"
 
 
+def _gaps(head: dict) -> str:
+    return "with the recorded compute gaps" if head["gaps"] == "recorded" else "back to back"
+
+
 def explanation(summary, head: dict) -> list[str]:
     """The lines under the table: what the columns are and how ranks combine."""
-    gaps = "with the recorded compute gaps" if head["gaps"] == "recorded" else "back to back"
+    gaps = _gaps(head)
     return [
         f"# {summary.steps} replayed step(s) of {head['trace']} ({head['world']} ranks, "
         f"{head['backend']}), {gaps}; per step, mean over the ranks that make each op's calls",
@@ -78,7 +82,9 @@ def summary_markdown(summary, head: dict, meta: dict) -> str:
     versions = meta.get("versions", {})
     parts = [f"# replay of {head['trace']}", "",
              f"{summary.steps} replayed step(s), {head['world']} ranks, {head['backend']}, "
-             f"torch {versions.get('torch', '?')}, status **{meta.get('status', '?')}**.", "",
+             f"calls {_gaps(head)}, torch {versions.get('torch', '?')}, status "
+             f"**{meta.get('status', '?')}**; per step, mean over the ranks that make each "
+             "op's calls.", "",
              *[line.removeprefix("# ") + "  " for line in explanation(summary, head)[1:]], "",
              markdown_table(headers_of(_columns()), _cells(summary))]
     if meta.get("error"):
