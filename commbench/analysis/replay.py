@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from commbench.errors import UsageError
-from commbench.trace.format import Call, Trace, check_order
+from commbench.trace.format import Call, RankTrace, Trace, check_order
 
 P2P_OPS = ("send", "recv")
 GAPS = ("none", "recorded")
@@ -100,9 +100,11 @@ def _ranges(values: list[int]) -> str:
     return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
-def check_trace(trace: Trace, launched: int) -> None:
+def check_trace(trace: Trace, launched: int, steps: list[int] | None = None) -> None:
     """Refuse what cannot be replayed: missing rank files, ranks that disagree on a group's
-    calls (the replay would deadlock), more ranks than the launch has."""
+    calls in the steps to replay (the replay would deadlock; a recording cut short by a
+    crash disagrees in its last step only, and the others can still be replayed), more
+    ranks than the launch has."""
     world = trace.world_size
     missing = sorted(set(range(world)) - set(trace.ranks))
     if missing:
@@ -111,10 +113,21 @@ def check_trace(trace: Trace, launched: int) -> None:
     if world > launched:
         raise UsageError(f"{trace.path}: the trace needs {world} ranks and this launch has "
                          f"{launched}")
-    problems = check_order(trace)
+    wanted = sorted(set(trace.steps() if steps is None else steps))
+    problems = check_order(only_steps(trace, set(wanted)))
     if problems:
+        bad = [s for s in wanted if check_order(only_steps(trace, {s}))]
+        hint = (f" (in step(s) {_ranges(bad)}: --steps can leave them out)"
+                if bad and len(bad) < len(wanted) else "")
         raise UsageError(f"{trace.path}: the ranks disagree on their calls, a replay would "
-                         f"deadlock: {problems[0]}")
+                         f"deadlock: {problems[0]}{hint}")
+
+
+def only_steps(trace: Trace, steps: set[int]) -> Trace:
+    """The trace with only the calls of ``steps``."""
+    return Trace(trace.path, {rank: RankTrace(r.header, r.groups,
+                                              [c for c in r.calls if c.step in steps])
+                              for rank, r in trace.ranks.items()})
 
 
 def gaps(calls: list[Call]) -> dict[int, float]:

@@ -84,7 +84,8 @@ def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
         raise UsageError(f"bad --warmup {spec.warmup}: 0 or more steps")
     trace = load(spec.trace)
     world = env.world if env else (spec.nproc or trace.world_size)
-    check_trace(trace, world)
+    steps = select_steps(trace.steps(), spec.steps)
+    check_trace(trace, world, steps)
     if world > trace.world_size and (env is None or env.rank == 0):
         from commbench.output.console import say
 
@@ -92,7 +93,6 @@ def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
                  f"ranks {trace.world_size}-{world - 1} only take")
         say(f"note: the launch has {world} ranks and the trace {trace.world_size}: {extra} "
             "part in making the groups")
-    steps = select_steps(trace.steps(), spec.steps)
     backend = _backend(spec.backend, trace)
     _check_dtypes(trace)
     curves = _curves(spec.curves, trace)
