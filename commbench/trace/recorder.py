@@ -6,8 +6,10 @@ nothing in the user's code changes. ``boot/sitecustomize.py`` wraps ``init_proce
 the mode starts once the rank knows its rank.
 
 Timing per call: the issue time is taken before the op runs; completion comes from the
-work's future (gloo completes it when the data has moved); where a work has no future (gloo's
-send/recv) or completes its future at launch (NCCL), a poll thread watches ``is_completed``
+work's future (gloo completes it when the data has moved); a synchronous call whose work has
+no future (gloo's reduce_scatter_tensor) ended by the next op its thread dispatches, since
+its caller waited before going on; where an asynchronous work has no future (gloo's isend/
+irecv) or completes its future at launch (NCCL), a poll thread watches ``is_completed``
 (on NCCL that queries the call's end event), and NCCL's own timing of the kernel
 (``TORCH_NCCL_ENABLE_TIMING=1``, which ``record`` sets) becomes ``dur_ns``. A functional
 collective completes at its ``wait_tensor``.
@@ -63,6 +65,7 @@ class Recorder(TorchDispatchMode):
         self.unwritten: list[trace_format.Call] = []
         self.watched: list[tuple[Any, trace_format.Call]] = []
         self.functional: dict[int, tuple[Any, trace_format.Call]] = {}
+        self.open_sync: list[tuple[int, trace_format.Call]] = []
         self.kinds: dict[Any, Descriptor | str | None] = {}
         self.step = 0
         self.explicit_steps = False
@@ -83,6 +86,8 @@ class Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.open_sync:
+            self._close_sync()
         kind = self.kinds.get(func, False)
         if kind is False:
             kind = self._kind(func)
@@ -151,14 +156,31 @@ class Recorder(TorchDispatchMode):
         if self.backend != "nccl":
             try:
                 future = work.get_future()
-            except RuntimeError:  # gloo's send/recv works have none
+            except RuntimeError:  # gloo's send/recv and reduce_scatter_tensor works have none
                 future = None
             if future is not None:
                 future.add_done_callback(lambda _: _complete(call))
                 return
+            if not call.is_async:
+                # The caller waits before it goes on (is_completed may never turn true on such a
+                # work: gloo's reduce_scatter_tensor), so the call ended by the next op this
+                # thread dispatches.
+                self.open_sync.append((threading.get_ident(), call))
+                return
         with self.lock:
             self.watched.append((work, call))
         self.wake.set()
+
+    def _close_sync(self) -> None:
+        now, me = time.monotonic_ns(), threading.get_ident()
+        still = []
+        for thread, call in self.open_sync:
+            if thread == me:
+                if call.t_end_ns is None:
+                    call.t_end_ns = now
+            else:
+                still.append((thread, call))
+        self.open_sync = still
 
     def _waited(self, tensor: Any) -> None:
         found = self.functional.pop(id(tensor), None)
@@ -230,6 +252,7 @@ class Recorder(TorchDispatchMode):
             self.explicit_steps = True
         elif self.explicit_steps:
             return
+        self._close_sync()
         self.step += 1
         self.flush()
         if self.max_steps is not None and self.step >= self.max_steps:

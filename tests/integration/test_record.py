@@ -117,6 +117,7 @@ def test_fsdp2_gathers_and_scatters_the_sharded_parameters_on_the_mesh_groups(tm
             assert gathers and scatters
             for call in gathers + scatters:
                 assert trace.groups[call.pg].ranks == tuple(facts["mesh_ranks"])
+                assert call.in_situ_s is not None  # reduce_scatter_tensor's work has no future
             # forward gathers each layer's shard once: their inputs are this rank's shard
             forward = gathers[:facts["layers"]]
             assert sum(c.in_numel * c.itemsize for c in forward) == facts["shard_bytes"]
