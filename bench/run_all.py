@@ -8,6 +8,9 @@
 6. gate          compare's false "slower" on A/A pairs, its power on planted 1.25x/1.5x
                  slowdowns, and the spread between launches vs within one (bench/gate.py)
 7. mesh          building the device mesh; a dimension's per-size overhead vs the whole world
+8. locate        false suspects on real clean runs and synthetic fleets at the noise measured
+                 here, detection of a 2x / 1.3x slow entity, time per round and run at 6 and 8
+                 ranks, a projection to 64 and 512 nodes (bench/locate.py)
 
 Timings on a 2-core machine are noisy: pairs are alternated and medians of repeats reported.
 Writes bench.csv and bench.md under results/bench-<timestamp>/.
@@ -351,6 +354,15 @@ def mesh(scratch: Path, repeats: int) -> list[dict]:
     ]
 
 
+# ---- 8. locate --------------------------------------------------------------------------------
+def locate_figures(scratch: Path) -> list[dict]:
+    """bench/locate.py: 5 real clean runs at 6 ranks and 2 at 8, 5,000 clean and 1,000 slow
+    synthetic fleets per setting at the noise those runs measured."""
+    from locate import figures
+
+    return figures(scratch, fleets=1000, real=5, sizes=(6, 8), clean=5000)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=8, help="A/B launch pairs for fidelity "
@@ -358,7 +370,7 @@ def main(argv=None) -> int:
     parser.add_argument("--pairs", type=int, default=10, help="A/A pairs for the false rate")
     parser.add_argument("--seconds", type=float, default=0.4, help="timed seconds per size")
     parser.add_argument("--only", default="", help="comma list of sections: fidelity,sweep,"
-                        "startup,memory,ceilings,gate,mesh")
+                        "startup,memory,ceilings,gate,mesh,locate")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     sections = {
@@ -370,6 +382,7 @@ def main(argv=None) -> int:
         "gate": lambda s: [figure for budget in GATE_BUDGETS for figure in gate_figures(
             s, args.pairs, max(3, args.pairs // 2), *budget)],
         "mesh": lambda s: mesh(s, 3),
+        "locate": locate_figures,
     }
     chosen = [s for s in args.only.split(",") if s] or list(sections)
     out = Path(args.out) / f"bench-{datetime.now():%Y%m%d-%H%M%S}"
