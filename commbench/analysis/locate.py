@@ -532,8 +532,8 @@ def evidence(suspect: Suspect, names: list[str]) -> str:
     elif suspect.metric == "lat":
         what = f"{suspect.lat_ratio:.2f}x the fleet median latency"
     else:
-        what = (f"{suspect.busbw_ratio:.2f}x the fleet median busbw and "
-                f"{suspect.lat_ratio:.2f}x its latency together")
+        what = (f"{suspect.busbw_ratio:.2f}x the fleet median busbw, {suspect.lat_ratio:.2f}x "
+                "its latency (judged on the two together)")
     slow, partners = suspect.slow_with
     if suspect.kind == "link":
         where = "while both ends are normal with their other partners"
