@@ -11,6 +11,8 @@
 8. locate        false suspects on real clean runs and synthetic fleets at the noise measured
                  here, detection of a 2x / 1.3x slow entity, time per round and run at 6 and 8
                  ranks, a projection to 64 and 512 nodes (bench/locate.py)
+9. record        the recorder's cost on a DDP step (50M and 0.8M-parameter MLPs), and a
+                 synchronous allreduce loop's replay against its recording (bench/record.py)
 
 Timings on a 2-core machine are noisy: pairs are alternated and medians of repeats reported.
 Writes bench.csv and bench.md under results/bench-<timestamp>/.
@@ -363,6 +365,13 @@ def locate_figures(scratch: Path) -> list[dict]:
     return figures(scratch, fleets=1000, real=5, sizes=(6, 8), clean=5000)
 
 
+# ---- 9. record / replay -----------------------------------------------------------------------
+def record_figures(scratch: Path) -> list[dict]:
+    from record import figures
+
+    return figures(pairs=5)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=8, help="A/B launch pairs for fidelity "
@@ -370,7 +379,7 @@ def main(argv=None) -> int:
     parser.add_argument("--pairs", type=int, default=10, help="A/A pairs for the false rate")
     parser.add_argument("--seconds", type=float, default=0.4, help="timed seconds per size")
     parser.add_argument("--only", default="", help="comma list of sections: fidelity,sweep,"
-                        "startup,memory,ceilings,gate,mesh,locate")
+                        "startup,memory,ceilings,gate,mesh,locate,record")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     sections = {
@@ -383,6 +392,7 @@ def main(argv=None) -> int:
             s, args.pairs, max(3, args.pairs // 2), *budget)],
         "mesh": lambda s: mesh(s, 3),
         "locate": locate_figures,
+        "record": record_figures,
     }
     chosen = [s for s in args.only.split(",") if s] or list(sections)
     out = Path(args.out) / f"bench-{datetime.now():%Y%m%d-%H%M%S}"
