@@ -2,30 +2,19 @@
 ranks, a crash, and the checks proven by a recorder that drops a call."""
 
 import json
-import os
 import subprocess
 import sys
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
 from commbench.trace import format as trace_format
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node"]
-
-
-def record(tmp_path, command, *, env=None, timeout=180, name="trace"):
-    folder = tmp_path / name
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **(env or {})}
-    for variable in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        full_env.pop(variable, None)
-    done = subprocess.run([sys.executable, "-m", "commbench", "record", "--out", str(folder),
-                           "--", *command], capture_output=True, text=True, timeout=timeout,
-                          env=full_env, cwd=tmp_path)
-    return done, folder
+from tests.integration.recordings import (
+    facts,
+    fsdp_limit,
+    record,
+    record_ddp,
+)
 
 
 def per_step(calls, op):
@@ -59,14 +48,10 @@ def ddp_mismatches(trace, facts) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def ddp_trace(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("ddp")
-    facts_file = tmp / "facts.json"
-    done, folder = record(tmp, [*TORCHRUN, "2", str(EXAMPLES / "ddp_mlp.py"), "--steps", "4",
-                                "--width", "256", "--layers", "3", "--bucket-mb", "0.3",
-                                "--facts", str(facts_file)])
+def ddp_trace(ddp_recording):
+    done = ddp_recording.done
     assert done.returncode == 0, done.stderr[-3000:]
-    return done, trace_format.load(folder), json.loads(facts_file.read_text())
+    return done, trace_format.load(ddp_recording.folder), facts(ddp_recording.facts)
 
 
 def test_ddp_allreduces_equal_the_gradient_and_ddps_buckets(ddp_trace):
@@ -86,81 +71,45 @@ def test_ddp_allreduces_equal_the_gradient_and_ddps_buckets(ddp_trace):
 
 
 def test_a_recorder_that_drops_a_call_fails_the_ddp_checks(tmp_path, ddp_trace):
-    _, clean, facts = ddp_trace
+    _, clean, ddp_facts = ddp_trace
     dropped_seq = next(c.seq for c in clean.calls(0) if c.step == 2 and c.op == "allreduce")
-    facts_file = tmp_path / "facts.json"
-    done, folder = record(tmp_path, [*TORCHRUN, "2", str(EXAMPLES / "ddp_mlp.py"), "--steps",
-                                     "4", "--width", "256", "--layers", "3", "--bucket-mb", "0.3",
-                                     "--facts", str(facts_file)],
-                          env={"COMMBENCH_RECORD_DROP": str(dropped_seq)})
-    assert done.returncode == 0, done.stderr[-3000:]
-    broken = trace_format.load(folder)
-    assert any("step 2" in problem for problem in ddp_mismatches(broken, facts))
+    broken = record_ddp(tmp_path, env={"COMMBENCH_RECORD_DROP": str(dropped_seq)})
+    assert broken.done.returncode == 0, broken.done.stderr[-3000:]
+    assert any("step 2" in problem
+               for problem in ddp_mismatches(trace_format.load(broken.folder), ddp_facts))
 
 
-def test_fsdp2_gathers_and_scatters_the_sharded_parameters_on_the_mesh_groups(tmp_path):
-    facts_base = tmp_path / "facts"
-    done, folder = record(tmp_path, [*TORCHRUN, "4", str(EXAMPLES / "fsdp_mlp.py"), "--steps",
-                                     "3", "--replicas", "2", "--facts", str(facts_base)])
-    limit = [line for line in done.stdout.splitlines() if "FSDP2 cannot run" in line]
-    if done.returncode != 0 and limit:  # examples/fsdp_mlp.py's word for torch's own limit
-        pytest.skip(limit[0][:200])
+def test_fsdp2_gathers_and_scatters_the_sharded_parameters_on_the_mesh_groups(
+        fsdp_recording):
+    if fsdp_limit(fsdp_recording):
+        pytest.skip(fsdp_limit(fsdp_recording))
+    done = fsdp_recording.done
     assert done.returncode == 0, done.stderr[-3000:]
-    trace = trace_format.load(folder)
+    trace = trace_format.load(fsdp_recording.folder)
     assert trace_format.check_order(trace) == []
     for rank in range(4):
-        facts = json.loads(Path(f"{facts_base}.{rank}").read_text())
+        rank_facts = facts(f"{fsdp_recording.facts}.{rank}")
         calls = trace.calls(rank)
         for step in (1, 2):
             gathers = [c for c in calls if c.step == step and c.op == "allgather"]
             scatters = [c for c in calls if c.step == step and c.op == "reduce_scatter"]
             assert gathers and scatters
             for call in gathers + scatters:
-                assert trace.groups[call.pg].ranks == tuple(facts["mesh_ranks"])
+                assert trace.groups[call.pg].ranks == tuple(rank_facts["mesh_ranks"])
                 assert call.in_situ_s is not None  # reduce_scatter_tensor's work has no future
             # forward gathers each layer's shard once: their inputs are this rank's shard
-            forward = gathers[:facts["layers"]]
-            assert sum(c.in_numel * c.itemsize for c in forward) == facts["shard_bytes"]
+            forward = gathers[:rank_facts["layers"]]
+            assert sum(c.in_numel * c.itemsize for c in forward) == rank_facts["shard_bytes"]
             assert all(c.out_numel == 2 * c.in_numel for c in gathers)
             # every gradient is reduce-scattered once: the whole model in, the shard out
-            assert sum(c.in_numel * c.itemsize for c in scatters) == facts["unsharded_bytes"]
-            assert sum(c.out_numel * c.itemsize for c in scatters) == facts["shard_bytes"]
+            assert sum(c.in_numel * c.itemsize for c in scatters) == rank_facts["unsharded_bytes"]
+            assert sum(c.out_numel * c.itemsize for c in scatters) == rank_facts["shard_bytes"]
 
 
-SPAWNING = """
-import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
-import commbench.record
-
-def rank_main(rank, port):
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=3)
-    pair = dist.new_group([1, 2])
-    data = torch.ones(1000)
-    for step in range(3):
-        dist.all_reduce(data)
-        if rank in (1, 2):
-            dist.broadcast(data, src=2, group=pair)
-        if rank == 0:
-            dist.send(data[:10], dst=2)
-        elif rank == 2:
-            dist.recv(data[:10], src=0)
-        commbench.record.step()
-    dist.destroy_process_group()
-
-if __name__ == "__main__":
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
-    mp.spawn(rank_main, args=(port,), nprocs=3)
-"""
-
-
-def test_a_script_that_spawns_its_ranks_with_explicit_steps_and_subgroups(tmp_path):
-    script = tmp_path / "spawning.py"
-    script.write_text(SPAWNING)
-    done, folder = record(tmp_path, [sys.executable, str(script)])
+def test_a_script_that_spawns_its_ranks_with_explicit_steps_and_subgroups(spawning_recording):
+    done = spawning_recording.done
     assert done.returncode == 0, done.stderr[-3000:]
-    trace = trace_format.load(folder)
+    trace = trace_format.load(spawning_recording.folder)
     assert sorted(trace.ranks) == [0, 1, 2]
     assert trace.steps() == [0, 1, 2]
     for step in range(3):

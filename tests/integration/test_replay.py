@@ -8,12 +8,12 @@ import csv
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import commbench
+from tests.integration.recordings import fsdp_limit
 from tests.replay_traces import CALL_NS, GAP_NS, every_op, manual_loop, per_step
 
 pytestmark = pytest.mark.integration
@@ -225,25 +225,12 @@ def test_a_hung_rank_ends_the_run_in_bounded_time(tmp_path):
 
 # ---- recorded by `commbench record` from real jobs, then replayed -----------------------------
 
-def test_a_recorded_ddp_job_replays_ddps_buckets(tmp_path):
+def test_a_recorded_ddp_job_replays_ddps_buckets(tmp_path, ddp_recording):
     """DDP on 2 gloo ranks through torchrun, recorded: every replayed step (after the bucket
     rebuild of step 1) allreduces exactly DDP's gradient bytes in DDP's bucket count."""
-    from tests.integration.test_record import EXAMPLES, TORCHRUN, record
-
-    facts_file = tmp_path / "facts.json"
-    for attempt in range(2):
-        done, trace = record(tmp_path, [*TORCHRUN, "2", str(EXAMPLES / "ddp_mlp.py"),
-                                        "--steps", "4", "--width", "256", "--layers", "3",
-                                        "--bucket-mb", "0.3", "--facts", str(facts_file)],
-                             name=f"trace-{attempt}")
-        if done.returncode == 0 or "terminate called without an active exception" not in \
-                done.stderr:
-            break
-        # A recorded rank that aborts at exit (std::terminate; about 1 recording in 8 on the
-        # 2-core VM) is the recorder's, not the replay's: recorded again, and said.
-        warnings.warn("the DDP recording aborted at exit: recorded again", stacklevel=1)
+    done, trace = ddp_recording.done, ddp_recording.folder
     assert done.returncode == 0, done.stderr[-3000:]
-    facts = json.loads(facts_file.read_text())
+    facts = json.loads(ddp_recording.facts.read_text())
     buckets = str(facts["bucket_bytes"]).split(",")
     done, run, summary = replay(tmp_path / "replay", trace, "--steps", "2-3")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -254,14 +241,10 @@ def test_a_recorded_ddp_job_replays_ddps_buckets(tmp_path):
     assert_matches_trace(trace, run, summary, [2, 3])
 
 
-def test_a_recorded_job_with_subgroups_and_p2p_replays(tmp_path):
+def test_a_recorded_job_with_subgroups_and_p2p_replays(tmp_path, spawning_recording):
     """3 ranks spawned by the script itself: world allreduces, a broadcast on a subgroup, a
     send from rank 0 to rank 2; the replay makes every one of them, the same bytes."""
-    from tests.integration.test_record import SPAWNING, record
-
-    script = tmp_path / "spawning.py"
-    script.write_text(SPAWNING)
-    done, trace = record(tmp_path, [sys.executable, str(script)])
+    done, trace = spawning_recording.done, spawning_recording.folder
     assert done.returncode == 0, done.stderr[-3000:]
     done, run, summary = replay(tmp_path / "replay", trace, "--steps", "4")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -272,20 +255,15 @@ def test_a_recorded_job_with_subgroups_and_p2p_replays(tmp_path):
     assert_matches_trace(trace, run, summary, [1, 2, 1, 2])
 
 
-def test_a_recorded_fsdp2_job_replays_its_gathers_and_scatters(tmp_path):
+def test_a_recorded_fsdp2_job_replays_its_gathers_and_scatters(tmp_path, fsdp_recording):
     """FSDP2 (fully_shard) on a 2x2 CPU mesh, 4 gloo ranks through torchrun: per step the
     replay all-gathers the unsharded parameter bytes twice (forward, then backward again)
     and reduce-scatters them once, on the mesh's shard groups, as recorded."""
-    from tests.integration.test_record import EXAMPLES, TORCHRUN, record
-
-    facts_base = tmp_path / "facts"
-    done, trace = record(tmp_path, [*TORCHRUN, "4", str(EXAMPLES / "fsdp_mlp.py"), "--steps",
-                                    "3", "--replicas", "2", "--facts", str(facts_base)])
-    limit = [line for line in done.stdout.splitlines() if "FSDP2 cannot run" in line]
-    if done.returncode != 0 and limit:  # examples/fsdp_mlp.py's word for torch's own limit
-        pytest.skip(limit[0][:200])
+    if fsdp_limit(fsdp_recording):
+        pytest.skip(fsdp_limit(fsdp_recording))
+    done, trace = fsdp_recording.done, fsdp_recording.folder
     assert done.returncode == 0, done.stderr[-3000:]
-    unsharded = json.loads(Path(f"{facts_base}.0").read_text())["unsharded_bytes"]
+    unsharded = json.loads(Path(f"{fsdp_recording.facts}.0").read_text())["unsharded_bytes"]
     done, run, summary = replay(tmp_path / "replay", trace, "--steps", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     ops = {row["op"]: row for row in summary["ops"]}
