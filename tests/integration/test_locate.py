@@ -11,6 +11,7 @@ no partners to vote with): at the small size as well they would add the sleep to
 import csv
 import json
 import socket
+import subprocess
 
 import numpy as np
 import pytest
@@ -134,3 +135,35 @@ def test_a_hung_pair_ends_the_run_with_the_partial_matrix(tmp_path):
             if p["status"] != "ok"] == [("rank 1", "rank 3", "hung")]
     assert json.loads((run / "run.json").read_text())["status"] == "partial"
     assert (run / "heatmap_busbw.png").exists() and (run / "matrix_busbw.csv").exists()
+
+
+def test_four_torchrun_agents_are_four_nodes_and_the_slow_one_is_named(tmp_path):
+    """Four agents on one host, two ranks each: `--level node` meets the nodes pairwise (a
+    node's two ranks together); a delay in rank 5 (node 2's second rank) names node 2."""
+    from tests.integration.test_launchers import BIN, clean_env, free_port
+
+    port = free_port()
+    command = [str(BIN / "torchrun"), "--nnodes", "4", "--nproc-per-node", "2",
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+               "--rdzv-id", "commbench-locate", "-m", "commbench", "locate", "--level", "node",
+               "--sizes", "8,256K", "--json", "--timeout", "60", "--out", str(tmp_path),
+               "--name", "nodes"]
+    env = clean_env(COMMBENCH_FAULT=f"delay=0.01:5:p2p:{LARGE}")
+    logs = [(tmp_path / f"agent-{i}.out", tmp_path / f"agent-{i}.err") for i in range(4)]
+    agents = []
+    for out, err in logs:  # files, not pipes: an agent blocked on a full pipe stalls them all
+        with out.open("w") as stdout, err.open("w") as stderr:
+            agents.append(subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env))
+    for agent in agents:
+        agent.wait(timeout=240)
+    outputs = [(out.read_text(), err.read_text()[-2000:]) for out, err in logs]
+    assert all(a.returncode in (0, 1) for a in agents), outputs
+    summary = next(json.loads(text.strip().splitlines()[-1]) for text, _ in outputs
+                   if text.strip().startswith("{"))
+    assert bad(summary) == [("node", [4, 5])], summary
+    rows = entities(tmp_path / "nodes")  # a node is host:node-rank (GROUP_RANK), 2 ranks each
+    host = socket.gethostname()
+    assert {name: row["ranks"] for name, row in rows.items()} == {
+        f"{host}:{n}": f"{2 * n},{2 * n + 1}" for n in range(4)}
+    assert rows[f"{host}:2"]["verdict"] == "bad node", rows
+    assert all(rows[f"{host}:{n}"]["verdict"] in ("ok", "transient") for n in (0, 1, 3)), rows

@@ -30,7 +30,6 @@ PATTERNS = ("pingpong", "unidir", "bidir", "ring", "mbw_mr")
         (3, "prod", "float32"),
         (4, "avg", "float32"),
         (5, "sum", "float32"),  # a shifted sum once passed at 5 ranks
-        (6, "prod", "float32"),
         (7, "min", "int32"),
         (8, "max", "float32"),  # a shifted max once passed at 8 ranks
         (12, "avg", "bfloat16"),  # a no-op bf16 avg once passed at 12 ranks
