@@ -11,6 +11,7 @@ matrix and exits 3.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -114,6 +115,13 @@ def follow_up(spec: LocateSpec, found: list[dict], records: list[dict]) -> list:
     return fleet.rank_rounds(entities[0].kind, entities, rounds)
 
 
+def anything_bad(spec: LocateSpec, found: list[dict], records: list[dict]) -> bool:
+    """Whether the run's verdicts name anything bad, as ``finish`` will judge it (in the
+    ranks, so that every rank's exit code is rank 0's)."""
+    view = findings([_entity(e) for e in found], records, spec)
+    return any(s["verdict"].startswith("bad") for s in view["suspects"])
+
+
 def _entity(found: dict):
     from commbench.analysis.fleet import Entity
 
@@ -190,11 +198,11 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
     job = LocateJob(op=collectives.get("p2p"), pattern="bidir", backend=backend, device=device,
                     small=spec.small, large=spec.large, timeout=spec.timeout,
                     plan=functools.partial(plan_rounds, spec),
-                    follow_up=functools.partial(follow_up, spec), window=large_window,
+                    follow_up=functools.partial(follow_up, spec),
+                    verdict=functools.partial(anything_bad, spec), window=large_window,
                     config=asdict(spec))
-    if env is not None and env.rank != 0:
-        _run_external(env, job, None)
-        return EXIT_OK
+    if env is not None and env.rank != 0:  # every rank exits as rank 0 will
+        return EXIT_FINDING if _run_external(env, job, None) else EXIT_OK
     run_id = output.name or _run_id(backend, world)
     path = results.create(output.out, run_id, force=output.force, generated=output.name is None)
     writer = results.RunWriter(path, {"name": path.name, "command": "locate",
@@ -202,6 +210,15 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
     writer.start()
     sink = PairSink(writer)
     error = ""
+    finished: dict = {}
+    if env is not None:
+        # Under a launcher, rank 0 finishes the folder inside the run, while the other ranks
+        # wait for its verdict: were they to exit first, torchrun would stop rank 0 mid-write.
+        def finish_in_rank(found_entities, records) -> bool:
+            finished.update(finish(path, spec, output, "", backend))
+            return finished["bad"]
+
+        job = dataclasses.replace(job, verdict=finish_in_rank)
     try:
         if env is not None:
             _run_external(env, job, sink)
@@ -213,7 +230,7 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
         code = failure.exit_code
     else:
         code = EXIT_OK
-    found = finish(path, spec, output, error, backend)
+    found = finished if finished and not error else finish(path, spec, output, error, backend)
     if error:
         say(f"kept the {found['pairs']} measured pair(s) in {path}")
         return code
@@ -245,11 +262,11 @@ def _run_local(job, sink, world: int) -> None:
     run_local(run_locate_rank, (job, sink), world, job.timeout, job.device == "cuda", explain)
 
 
-def _run_external(env, job, sink) -> None:
+def _run_external(env, job, sink) -> bool:
     from commbench.commands.measure import as_external_rank
     from commbench.engine.locate import run_locate_rank
 
-    as_external_rank(env, lambda: run_locate_rank(env, job, sink))
+    return as_external_rank(env, lambda: run_locate_rank(env, job, sink))
 
 
 def read_pairs(path: Path) -> list[dict]:

@@ -194,8 +194,9 @@ def _run_external(spec: MeasureSpec, env, sink) -> int:
     return EXIT_OK
 
 
-def as_external_rank(env, body) -> None:
-    """Run ``body()`` as one rank of an external launcher's job (measure and locate alike).
+def as_external_rank(env, body):
+    """Run ``body()`` as one rank of an external launcher's job (measure and locate alike);
+    returns what it returns.
     Ctrl-C and SIGTERM (a scheduler's time limit) end it as an Interrupted run, so that rank
     0 still finishes the folder; a failure names this rank."""
     import signal
@@ -208,7 +209,7 @@ def as_external_rank(env, body) -> None:
     pin_interfaces(env)
     previous = signal.signal(signal.SIGTERM, stopped)
     try:
-        body()
+        return body()
     except KeyboardInterrupt:
         raise Interrupted("interrupted") from None
     except RunFailed as failure:

@@ -3,8 +3,10 @@ explanation of a failed run from what the ranks left in the store."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from collections import Counter
+from collections.abc import Callable, Iterator
 
 import torch.distributed as dist
 
@@ -23,6 +25,28 @@ class RankFailure(RunFailed):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+@contextlib.contextmanager
+def diagnosed(position: Callable[[], str], watch, timeout: float,
+              detail: Callable[[], str] = lambda: "",
+              passing: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """A failure inside torch.distributed becomes a RankFailure naming where this rank was
+    (``position()``, read when it fails: the one the other ranks see published), with
+    ``detail()`` after it where the rank knows more than it publishes (replay's call). A
+    RankFailure, and the ``passing`` exceptions, go through as they are."""
+    try:
+        yield
+    except (RankFailure, *passing):
+        raise
+    except Exception as error:
+        where = position()
+        failure = diagnose(error, where, watch, timeout)
+        extra = detail()
+        if extra:
+            failure = RankFailure(failure.kind, str(failure).replace(where, f"{where}, {extra}",
+                                                                     1))
+        raise failure from None
 
 
 def diagnose(error: Exception, position: str, watch, timeout: float) -> RankFailure:

@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from commbench.collectives.base import Collective, OpContext
 from commbench.engine import facts
-from commbench.engine.failures import RankFailure, diagnose
+from commbench.engine.failures import RankFailure, diagnosed
 from commbench.engine.faults import Injector
 from commbench.engine.session import Session
 from commbench.engine.timers import HostTimer
@@ -34,7 +34,8 @@ from commbench.stats import median_ci
 @dataclass(frozen=True)
 class LocateJob:
     """What every rank needs. ``plan(hosts)`` returns (entities as dicts, rank rounds);
-    ``follow_up(records)`` returns the confirmation rounds (both are called on rank 0)."""
+    ``follow_up(records)`` returns the confirmation rounds; ``verdict(found, records)`` whether
+    anything is bad (all three are called on rank 0, their answers shared)."""
 
     op: Collective  # the bidirectional exchange's descriptor
     pattern: str
@@ -45,6 +46,7 @@ class LocateJob:
     timeout: float
     plan: Callable
     follow_up: Callable
+    verdict: Callable | None = None
     window: int = 8  # messages in flight each way at the large size
     # 100 calls at the large size: on the 2-core VM, 6 ranks, 256K, the attribution's pair
     # noise (its fastest decile) read 0.15 median over 7 clean runs with 100 and 0.40 with 30
@@ -64,8 +66,11 @@ class _PairRun:
     messages: int
 
 
-def run_locate_rank(env, job: LocateJob, sink=None) -> None:
-    """Run ``job`` as the rank ``env`` describes; rank 0 hands records to ``sink``."""
+def run_locate_rank(env, job: LocateJob, sink=None) -> bool:
+    """Run ``job`` as the rank ``env`` describes; rank 0 hands records to ``sink``. Returns,
+    on every rank, whether rank 0 found something bad: under torchrun each node's agent must
+    exit alike, or those whose ranks exit 0 wait in torch's exit barrier (300 s) for the one
+    whose rank 0 exits 1."""
     session = Session(env, job.timeout, (job.backend,), job.device == "cuda")
     sink = sink if env.rank == 0 else None
     try:
@@ -89,7 +94,10 @@ def run_locate_rank(env, job: LocateJob, sink=None) -> None:
         runner.groups(more)
         for round_ in more:
             runner.run(round_)
+        bad = bool(_shared(session, lambda: job.verdict(found, runner.records))
+                   if job.verdict is not None else False)
         session.at("done")
+        return bad
     except RankFailure as failure:
         session.report(failure)
         raise
@@ -261,20 +269,4 @@ class _Runner:
                 "wrong": wrong, "status": "wrong" if wrong else "ok"}
 
     def _diagnosed(self):
-        return _Diagnosed(self)
-
-
-class _Diagnosed:
-    """A failure inside torch.distributed becomes a RankFailure naming the round and pair."""
-
-    def __init__(self, runner: _Runner) -> None:
-        self.runner = runner
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, error, trace):
-        if error is None or isinstance(error, RankFailure) or not isinstance(error, Exception):
-            return False
-        runner = self.runner
-        raise diagnose(error, runner.position, runner.session.watch, runner.job.timeout) from None
+        return diagnosed(lambda: self.position, self.session.watch, self.job.timeout)

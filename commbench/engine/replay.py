@@ -35,7 +35,7 @@ import torch
 import torch.distributed as dist
 
 from commbench.engine import facts
-from commbench.engine.failures import RankFailure, diagnose
+from commbench.engine.failures import RankFailure, diagnosed
 from commbench.engine.faults import Injector
 from commbench.engine.replay_calls import Binder, Bound
 from commbench.engine.session import Session
@@ -230,7 +230,8 @@ class _Replayer:
         return times
 
     def _diagnosed(self):
-        return _Diagnosed(self)
+        return diagnosed(lambda: self.position, self.session.watch, self.job.timeout,
+                         detail=lambda: self.current, passing=(Interrupted,))
 
 
 def _slots(calls: list[Call]) -> list[tuple[Call, int]]:
@@ -265,25 +266,3 @@ def _on_completion(work, ended: list[int], index: int, clock):
         return future.then(done)
     except Exception:
         return None
-
-
-class _Diagnosed:
-    """A failure inside torch.distributed becomes a RankFailure naming the step and call."""
-
-    def __init__(self, replayer: _Replayer) -> None:
-        self.replayer = replayer
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, error, trace):
-        if error is None or isinstance(error, (RankFailure, Interrupted)) \
-                or not isinstance(error, Exception):
-            return False
-        replayer = self.replayer
-        failure = diagnose(error, replayer.position, replayer.session.watch,
-                           replayer.job.timeout)
-        if replayer.current:  # the positions other ranks published name the step alone
-            failure = RankFailure(failure.kind, str(failure).replace(
-                replayer.position, f"{replayer.position}, {replayer.current}", 1))
-        raise failure from None

@@ -21,7 +21,7 @@ import torch.distributed as dist
 from commbench import collectives
 from commbench.collectives.base import Collective, OpContext
 from commbench.config import ITEMSIZE, MeasureSpec
-from commbench.engine.failures import RankFailure, diagnose
+from commbench.engine.failures import RankFailure, diagnosed
 from commbench.engine.faults import Injector
 from commbench.engine.progress import Visits
 from commbench.engine.rows import RowContext, build_row
@@ -312,15 +312,9 @@ class Sweep:
         size.wall_s += time.perf_counter() - started
         return call
 
-    @contextlib.contextmanager
     def _diagnosed(self):
         """A failure inside torch.distributed becomes a RankFailure naming op, size, rank."""
-        try:
-            yield
-        except RankFailure:
-            raise
-        except Exception as error:
-            raise diagnose(error, self.position, self.session.watch, self.spec.timeout) from None
+        return diagnosed(lambda: self.position, self.session.watch, self.spec.timeout)
 
     def _emit(self, op, ctx, groups, where, size: _Size, active, timer, call) -> None:
         """Check a measured size outside the timed loop, then hand its row(s) to the sink."""
