@@ -151,6 +151,27 @@ def test_a_crash_keeps_the_finished_steps_and_its_exit_status(tmp_path):
     assert "exited 137" in done.stderr
 
 
+TERMINATED = """
+import os, signal, time, torch, torch.distributed as dist
+dist.init_process_group("gloo", init_method="file://" + os.environ["STORE"], rank=0,
+                        world_size=1)
+for _ in range(3):
+    dist.all_reduce(torch.ones(64))  # no step marked: nothing flushed before the signal
+os.kill(os.getpid(), signal.SIGTERM)  # what torchrun sends a rank when another one failed
+time.sleep(30)
+"""
+
+
+def test_sigterm_keeps_the_calls_not_yet_flushed_and_its_exit_status(tmp_path):
+    script = tmp_path / "terminated.py"
+    script.write_text(TERMINATED)
+    done, folder = record(tmp_path, [sys.executable, str(script)],
+                          env={"STORE": str(tmp_path / "store")})
+    assert done.returncode == 128 + 15
+    trace = trace_format.load(folder)
+    assert [(c.step, c.op, c.in_numel) for c in trace.calls(0)] == [(0, "allreduce", 64)] * 3
+
+
 def test_the_exit_code_of_a_job_that_never_joins_is_passed_through(tmp_path):
     done, folder = record(tmp_path, [sys.executable, "-c", "import sys; sys.exit(4)"])
     assert done.returncode == 4
