@@ -1,7 +1,8 @@
 """The reference a benchmark harness is judged against: a hand-written torch.distributed loop.
 
-Two ranks started with torch.multiprocessing, gloo on loopback, 0.5 s of untimed calls before
-the first size (as nccl-tests warms up before its sweep, and commbench before a group's first
+Two ranks started with torch.multiprocessing, gloo on loopback, each main thread bound to a
+core of its own once the group exists (as commbench binds its local CPU ranks; --bind none:
+not), 0.5 s of untimed calls before the first size (as nccl-tests warms up before its sweep, and commbench before a group's first
 size: right after start the machine runs slow for a few tenths of a second, which would land on
 one side only), then back-to-back calls timed in blocks; each rank's loop total over its
 iterations, averaged over the ranks, as nccl-tests reports its time (like for like with
@@ -53,15 +54,16 @@ def make_call(dist, op, buf, small, peer, first):
     return echo
 
 
-def _worker(rank, world, port, op, sizes, seconds, started, queue, pin, warm_up, rounds):
-    if pin:  # one core per rank, as commbench pins its local ranks
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[rank]})
+def _worker(rank, world, port, op, sizes, seconds, started, queue, bind, warm_up, rounds):
     import torch
     import torch.distributed as dist
 
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=120))
+    cpus = sorted(os.sched_getaffinity(0))
+    if bind == "core" and len(cpus) >= world:  # as commbench's --bind auto: the main thread
+        os.sched_setaffinity(0, {cpus[rank]})  # alone, after the group's threads exist
     warm = warm_up > 0
     calls, per_block, round_means = {}, {}, {size: [] for size in sizes}
     for index in range(rounds):
@@ -132,7 +134,9 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", default="8,65536,16777216", help="bytes, comma-separated")
     parser.add_argument("--seconds", type=float, default=0.5, help="timed seconds per size")
     parser.add_argument("--started", type=float, default=None, help="epoch of the command")
-    parser.add_argument("--pin", action="store_true", help="pin rank i to the i-th CPU")
+    parser.add_argument("--bind", choices=["core", "none"], default="core",
+                        help="core: rank i's main thread on the i-th CPU once the group "
+                        "exists, as commbench's --bind auto (default); none: unbound")
     parser.add_argument("--rounds", type=int, default=1,
                         help="interleaved passes over the sizes, each a share of --seconds")
     parser.add_argument("--warm-up", type=float, default=0.5,
@@ -146,7 +150,7 @@ def main(argv=None) -> int:
         port = s.getsockname()[1]
     sizes = [int(s) for s in args.sizes.split(",")]
     queue = mp.get_context("spawn").SimpleQueue()
-    mp.spawn(_worker, args=(2, port, args.op, sizes, args.seconds, started, queue, args.pin,
+    mp.spawn(_worker, args=(2, port, args.op, sizes, args.seconds, started, queue, args.bind,
                                args.warm_up, args.rounds),
              nprocs=2)
     while not queue.empty():

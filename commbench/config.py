@@ -41,6 +41,7 @@ DEFAULT_TIMEOUT = 300.0
 # a CI gate adds --repeat (README "Comparing in CI": most A/A spread is between launches).
 DEFAULT_ROUNDS = 5
 ROUND_ORDERS = ("alternate", "shuffle")  # engine.sampling.round_order
+BINDINGS = ("auto", "core", "none")  # engine.binding
 DEFAULT_REPEAT = 1
 
 
@@ -94,6 +95,7 @@ class MeasureSpec:
     order: str = "alternate"  # how a round visits the sizes (engine.sampling.round_order)
     seed: int = 0  # the shuffle of --order shuffle, the same on every rank and launch
     repeat: int = DEFAULT_REPEAT  # independent launches into one folder (commands.measure)
+    bind: str = "auto"  # each rank's measuring thread on a core of its own (engine.binding)
     # Options one op declares itself (collectives.base.OpOption): ((name, value), ...).
     op_options: tuple[tuple[str, object], ...] = ()
 
@@ -363,6 +365,9 @@ def validate(config: MeasureSpec, world: int) -> None:
         raise UsageError(f"bad --rounds {config.rounds}: it must be at least 1")
     if config.repeat < 1:
         raise UsageError(f"bad --repeat {config.repeat}: it must be at least 1")
+    if config.bind not in BINDINGS:
+        raise UsageError(f"unknown --bind {config.bind!r} (choose from "
+                         f"{', '.join(BINDINGS)})")
     if config.order not in ROUND_ORDERS:
         raise UsageError(f"unknown --order {config.order!r} (choose from "
                          f"{', '.join(ROUND_ORDERS)})")

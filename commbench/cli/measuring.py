@@ -106,6 +106,9 @@ def _measuring_options(
     repeat: int = typer.Option(
         DEFAULTS.repeat, "--repeat", help="Independent launches (fresh ranks) into one run "
         "folder; compare pools them."),
+    bind: str = typer.Option(
+        DEFAULTS.bind, "--bind", help="auto, core or none: each rank's measuring thread on a "
+        "core of its own (auto: where commbench starts CPU ranks that fit the cores)."),
     check: bool = typer.Option(
         DEFAULTS.check, "--check/--no-check", help="Verify every result element after timing."
     ),
@@ -227,6 +230,7 @@ _PARSED = {
     "dim": ("dims", parse_dims),
     "split": ("split", parse_split),
     "order": ("order", str.lower),
+    "bind": ("bind", str.lower),
 }
 # Read together with another option, or turned into a spec field below.
 _NCCL_TESTS_LEVELS = {"check_level": "check", "blocking_level": "blocking",

@@ -132,6 +132,7 @@ class _Runner:
             for pair in pairs:
                 self.pair_groups[pair] = dist.new_group(list(pair), timeout=timeout,
                                                         backend=self.job.backend)
+            self.session.binding.settle()  # the new groups' threads: spread again
             self.session.control.barrier()
 
     def run(self, round_) -> None:

@@ -125,6 +125,7 @@ class _Replayer:
                                       backend=self.job.backend)
                 if self.rank in group.ranks:
                     self.groups[group.name] = (made, tuple(group.ranks))
+            self.session.binding.settle()  # the new groups' threads: spread again
             self.session.control.barrier()
 
     def bind(self) -> None:

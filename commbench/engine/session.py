@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from commbench import compat
 from commbench.engine import facts
+from commbench.engine.binding import Binding
 from commbench.engine.coordination import Control, Watch, connect, heartbeat_interval
 from commbench.engine.failures import RankFailure, diagnose, first_line
 
@@ -103,8 +104,11 @@ def mesh_members(shape: tuple[int, ...], axis: int) -> tuple[tuple[int, ...], ..
 class Session:
     """One rank, joined to the others. ``env`` is the launcher's RankEnv."""
 
-    def __init__(self, env, timeout: float, backends: tuple[str, ...], cuda: bool) -> None:
+    def __init__(self, env, timeout: float, backends: tuple[str, ...], cuda: bool,
+                 bind: str = "auto") -> None:
         self.env = env
+        self.bind = bind
+        self.binding = Binding(None, [])
         self.rank = env.rank
         self.world = env.world
         self.timeout = timeout
@@ -153,10 +157,14 @@ class Session:
         except Exception as error:
             raise diagnose(error, "rendezvous", self.watch, timeout) from None
         self.control = Control(dist.group.WORLD, env.world)
+        # After the world group: its gloo threads stay spread over every CPU (engine.binding).
+        self.binding = Binding.for_rank(self.bind, env, self.cuda)
+        self.binding.settle()
 
     def describe_hosts(self, devices: list[str]) -> list[dict]:
         """Every rank's host facts (host, node, pid, CPU, GPU), in rank order."""
-        self.hosts = self.control.objects(facts.host_facts(self.env.local_rank, devices))
+        mine = {**facts.host_facts(self.env.local_rank, devices), **self.binding.facts()}
+        self.hosts = self.control.objects(mine)
         if "nccl" in self.backends:
             clash = shared_gpu(self.hosts)
             if clash:
@@ -177,6 +185,7 @@ class Session:
             except TypeError:  # torch without new_group(device_id=)
                 group = dist.new_group(backend=backend, timeout=timeout)
             self._groups[backend] = group
+            self.binding.settle()
         return self._groups[backend]
 
     def subgroup_for(self, backend: str, ranks: tuple[int, ...]):
@@ -188,6 +197,7 @@ class Session:
             timeout = timedelta(seconds=self.timeout)
             self._subgroups[key] = dist.new_group(list(ranks), backend=backend,
                                                   timeout=timeout)
+            self.binding.settle()
         return self._subgroups[key]
 
     def subgroups_of(self, backend: str) -> tuple:
@@ -211,6 +221,7 @@ class Session:
         key = (backend, device, mesh)
         if key not in self._meshes:
             self._meshes[key] = self._make_mesh(backend, device, names, shape)
+            self.binding.settle()
         made = self._meshes[key]
         members = mesh_members(shape, names.index(dim))
         mine = next(ranks for ranks in members if self.rank in ranks)

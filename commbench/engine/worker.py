@@ -25,7 +25,7 @@ def run_rank(env, spec: MeasureSpec, sink=None) -> None:
     A failure is reported to the store (where the local launcher reads it) and raised as a
     RankFailure, a RunFailed.
     """
-    session = Session(env, spec.timeout, spec.backends, spec.uses_cuda())
+    session = Session(env, spec.timeout, spec.backends, spec.uses_cuda(), spec.bind)
     sink = sink if env.rank == 0 else None
     try:
         session.join()
