@@ -1,7 +1,8 @@
 """make bench: benchmark the benchmark. Every figure is a ratio measured side by side in this run.
 
 1. fidelity      commbench vs a hand-written loop, both in rounds (A/B alternated), 2 gloo ranks
-2. stable sweep  the default allreduce sweep, adaptive vs OSU-style fixed counts
+2. stable sweep  the default allreduce sweep, adaptive vs OSU-style fixed counts; unstable
+                 rows of the default sweep at --min-time 1.5 (default), 3 and 6 (`unstable`)
 3. start-up      command to first row vs the hand-written loop; `commbench --help`
 4. memory        peak RSS per rank at 256 MiB over a bare rank; growth with the sweep
 5. ceilings      memory copy and loopback TCP bandwidth vs commbench's busbw
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import socket
@@ -154,6 +156,29 @@ def stable_sweep(scratch: Path, quick_budget: float) -> list[dict]:
             "target": "<= 0.5x OSU time, CI no wider" if "adaptive" in label else "reference",
             "met": (seconds <= 0.5 * osu_time and width <= osu_width)
             if "adaptive" in label else None,
+        })
+    return figures
+
+
+def unstable_budgets(scratch: Path, budgets: tuple[float, ...]) -> list[dict]:
+    """The default sweep (allreduce 8-64M, 5 rounds) at growing --min-time: how many rows are
+    flagged unstable (target: at most 1 in 4), and why, as the spread between a size's round
+    medians (SD of their logs, median over sizes), which the rows' intervals come from."""
+    figures = []
+    for budget in budgets:
+        rows, _, wall = commbench(["allreduce", "--min-time", str(budget)], scratch,
+                                  f"unstable-{budget}")
+        flagged = sum(bool(r["unstable"]) for r in rows)
+        spread = statistics.median(statistics.stdev(math.log(v) for v in r["round_p50_us"])
+                                   for r in rows if len(r.get("round_p50_us") or []) > 1)
+        _, typical, _, _ = widest_ci(rows)
+        figures.append({
+            "figure": f"unstable rows, default sweep at --min-time {budget}",
+            "value": f"{flagged} of {len(rows)}",
+            "detail": (f"{wall:.0f} s wall; median CI ±{typical:.0f}%; SD of log round "
+                       f"medians {spread:.3f} (median over sizes)"),
+            "target": "<= 1 in 4",
+            "met": flagged * 4 <= len(rows),
         })
     return figures
 
@@ -379,12 +404,13 @@ def main(argv=None) -> int:
     parser.add_argument("--pairs", type=int, default=10, help="A/A pairs for the false rate")
     parser.add_argument("--seconds", type=float, default=0.4, help="timed seconds per size")
     parser.add_argument("--only", default="", help="comma list of sections: fidelity,sweep,"
-                        "startup,memory,ceilings,gate,mesh,locate,record")
+                        "unstable,startup,memory,ceilings,gate,mesh,locate,record")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     sections = {
         "fidelity": lambda s: fidelity(s, args.rounds, args.seconds),
         "sweep": lambda s: stable_sweep(s, 0.25),
+        "unstable": lambda s: unstable_budgets(s, (1.5, 3.0, 6.0)),
         "startup": lambda s: startup(s, 3),
         "memory": memory,
         "ceilings": ceilings,

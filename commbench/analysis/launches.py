@@ -15,7 +15,14 @@ import numpy as np
 
 from commbench.results import Run
 from commbench.results.schema import KEY_COLUMNS
-from commbench.stats import CONFIDENCE, Nested, instability, pseudo_rounds, resampled_medians
+from commbench.stats import (
+    CONFIDENCE,
+    UNSTABLE_TAIL_SHARE,
+    Nested,
+    instability,
+    pseudo_rounds,
+    resampled_medians,
+)
 
 POOL_SEED = 0  # the pooled interval's bootstrap: the same rows, the same interval
 
@@ -133,7 +140,8 @@ def merged(part: list[dict], launches: Nested) -> dict:
         alpha = (1 - CONFIDENCE) / 2
         low, high = (float(v) for v in np.quantile(medians, [alpha, 1 - alpha]))
         row["lat_us_ci_lo"], row["lat_us_ci_hi"] = min(low, p50), max(high, p50)
-        row["unstable"] = instability(p50, float(np.percentile(samples, 99)), low, high)
+        row["unstable"] = instability(p50, float(np.percentile(samples, UNSTABLE_TAIL_SHARE)), low,
+                                      high)
     else:
         row["unstable"] = "; ".join(dict.fromkeys(r.get("unstable") or "" for r in part
                                                   if r.get("unstable")))

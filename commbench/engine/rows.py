@@ -24,7 +24,13 @@ from commbench import collectives
 from commbench.collectives.base import Collective, OpContext
 from commbench.engine.sampling import Measurement
 from commbench.results.schema import Row
-from commbench.stats import combine_ranks, instability, rounds_interval, summarize
+from commbench.stats import (
+    UNSTABLE_TAIL_SHARE,
+    combine_ranks,
+    instability,
+    rounds_interval,
+    summarize,
+)
 
 
 @dataclass(frozen=True)
@@ -99,8 +105,9 @@ def build_row(op: Collective, ctx: OpContext, where: RowContext, count: int,
         pattern=ctx.pattern,
         root=where.root if op.rooted else None,
         # Judged on blocks: single calls of a busy machine always have a long tail.
-        unstable=instability(stats.p50, float(np.percentile(samples_us, 99)), stats.ci_lo,
-                             stats.ci_hi),
+        unstable=instability(stats.p50,
+                             float(np.percentile(samples_us, UNSTABLE_TAIL_SHARE)),
+                             stats.ci_lo, stats.ci_hi),
         tail="call" if tail_us is not None else "block",
         peers=where.peers,
         timer=where.timer,

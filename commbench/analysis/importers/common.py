@@ -156,7 +156,7 @@ def _row(items: list[Measured]) -> dict:
         **latency,
         algbw_gbps=algbw,
         busbw_gbps=algbw * factor,
-        unstable=instability(p50, latency["lat_us_p99"], latency["lat_us_ci_lo"],
+        unstable=instability(p50, latency["lat_us_p90"], latency["lat_us_ci_lo"],
                              latency["lat_us_ci_hi"]),
         tail=tail,
         samples_us=samples_us,
