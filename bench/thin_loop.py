@@ -1,17 +1,17 @@
 """The reference a benchmark harness is judged against: a hand-written torch.distributed loop.
 
-Two ranks started with torch.multiprocessing, gloo on loopback, each main thread bound to a
-core of its own once the group exists (as commbench binds its local CPU ranks; --bind none:
-not), 0.5 s of untimed calls before the first size (as nccl-tests warms up before its sweep,
-and commbench before a group's first size: right after start the machine runs slow for a few
-tenths of a second, which would land on one side only), then back-to-back calls timed in blocks; each rank's loop total over its
-iterations, averaged over the ranks, as nccl-tests reports its time (like for like with
-commbench's default --rank-time avg mean). With --rounds R the sizes are visited in R
-interleaved rounds (ascending, then descending, as commbench's --rounds), each visit a 1/R
+Two ranks started with torch.multiprocessing, gloo on loopback, each main thread bound to a core
+of its own once the group exists (as commbench binds its local CPU ranks; --bind none: not), 0.5
+s of untimed calls before the first size (as nccl-tests warms up before its sweep, and commbench
+before a group's first size: right after start the machine runs slow for a few tenths of a
+second, which would land on one side only), then back-to-back calls timed in blocks; each rank's
+loop total over its iterations, averaged over the ranks, as nccl-tests reports its time (like
+for like with commbench's default --rank-time avg mean). With --rounds R the sizes are visited
+in R interleaved rounds (ascending, then descending, as commbench's --rounds), each visit a 1/R
 share of --seconds. Prints one JSON object per size, after its last round: op, size_bytes,
 mean_us (over the rounds' loop totals), median_us (of block averages, averaged over ranks),
-round_means_us (each round's loop total per call), rounds_median_us (their median),
-first_row_s (seconds from --started to this row), peak_rss_mib (largest rank).
+round_means_us (each round's loop total per call), rounds_median_us (their median), first_row_s
+(seconds from --started to this row), peak_rss_mib (largest rank).
 """
 
 from __future__ import annotations
