@@ -296,6 +296,9 @@ class Sweep:
         session.at(self.position)
         if self.sink is not None:
             self.sink.position(self.position)
+        # A thread made since the last visit (torch starts some lazily, from this bound
+        # thread, so on its core) goes back to every CPU (engine.binding).
+        session.binding.settle()
         self.injector.at(op.name, size.size_bytes)
         if self.injector.action("raise"):
             raise RankFailure("error", f"injected fault in {self.position}")
