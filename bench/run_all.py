@@ -424,19 +424,25 @@ def main(argv=None) -> int:
     out = Path(args.out) / f"bench-{datetime.now():%Y%m%d-%H%M%S}"
     out.mkdir(parents=True)
     scratch = Path(tempfile.mkdtemp(prefix="commbench-bench-"))
-    figures = []
+    figures, failed = [], 0
     try:
         for name in chosen:
             started = time.perf_counter()
-            figures += sections[name](scratch)
+            try:
+                figures += sections[name](scratch)
+            except Exception as error:  # keep the other sections' figures: a run is 40 minutes
+                failed += 1
+                figures.append({"figure": f"section {name} failed", "value": "-", "target": "-",
+                                "met": False, "detail": " ".join(str(error).split())[-300:]})
             print(f"[{name}: {time.perf_counter() - started:.0f} s]", file=sys.stderr)
+            write(figures, out, quiet=True)  # on disk after every section
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     write(figures, out)
-    return 0
+    return 1 if failed else 0
 
 
-def write(figures: list[dict], out: Path) -> None:
+def write(figures: list[dict], out: Path, quiet: bool = False) -> None:
     import pandas as pd
     from rich.console import Console
     from rich.table import Table
@@ -448,6 +454,8 @@ def write(figures: list[dict], out: Path) -> None:
     lines += [f"| {r.figure} | {r.value} | {r.target} | {r.met} | {r.detail} |"
               for r in frame.itertuples()]
     (out / "bench.md").write_text("\n".join(lines) + "\n")
+    if quiet:
+        return
     table = Table(title=f"commbench self-benchmark ({os.cpu_count()} CPUs)", title_justify="left")
     for column in ("figure", "value", "target", "met", "detail"):
         table.add_column(column)
