@@ -37,8 +37,9 @@ DEFAULT_MIN_TIME = 1.5
 DEFAULT_TIMEOUT = 300.0
 # 5 interleaved rounds: on the 2-core VM, A/A pairs of allreduce 4K,64K,1M at the default
 # budget gave 6 of 18 rows a false 'slower' with one round, 0 of 18 and 4 of 30 with 5, at the
-# same wall time (7.9 s a run). One launch (--repeat 1): a plain run keeps one row per size;
-# a CI gate adds --repeat (README "Comparing in CI": most A/A spread is between launches).
+# same wall time (7.9 s a run). One launch (--repeat 1): a plain run keeps one row per size,
+# and with bound ranks it gated cleanly in a quiet hour (0 of 60); in a noisy one launches
+# landed on levels 1.3x apart, so a CI gate adds --repeat 5 (README "Comparing in CI").
 DEFAULT_ROUNDS = 5
 ROUND_ORDERS = ("alternate", "shuffle")  # engine.sampling.round_order
 BINDINGS = ("auto", "core", "none")  # engine.binding
