@@ -118,9 +118,12 @@ def test_two_torchrun_agents(tmp_path):
 def start(tmp_path: Path, *args: str, env: dict | None = None):
     out = tmp_path / "results"
     proc = subprocess.Popen(
-        # a fixed count, so the run outlasts the moment a check strikes (about 10 s here;
-        # the adaptive rule may stop a size early and finish the whole sweep in seconds)
-        [sys.executable, "-m", "commbench", "allreduce", "--sizes", "8-16M", "--iters", "300",
+        # a fixed count, so the run outlasts the moment a check strikes (the adaptive rule
+        # may stop a size early and finish the whole sweep in seconds). With 300 calls a
+        # size, bound ranks reached the last size 3 s in, and a cut there wrote a row for
+        # every size and was called complete (fixed: tests/unit/test_results.py); 3000 keep
+        # the strike well inside the sweep
+        [sys.executable, "-m", "commbench", "allreduce", "--sizes", "8-16M", "--iters", "3000",
          "--out", str(out), "--name", "victim", "--quiet", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env=clean_env(**(env or {})))

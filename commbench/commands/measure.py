@@ -221,7 +221,8 @@ def as_external_rank(env, body):
 def finish(path: Path, status: str, error: str = ""):
     """The end of every run, whatever happened: status, CSV, summary and plots.
 
-    A run stopped (Ctrl-C) after its last planned row was measured is complete.
+    A run stopped (Ctrl-C) after its last planned row was measured and checked is complete;
+    rows written as it was cut inside an op's rounds do not count.
     """
     from commbench import results
     from commbench.analysis.groups import slow_groups
@@ -240,9 +241,11 @@ def finish(path: Path, status: str, error: str = ""):
 
 def _all_rows_measured(path: Path) -> bool:
     from commbench import results
+    from commbench.results.schema import CUT_SHORT
 
     planned = results.read_meta(path).get("planned_rows")
-    return bool(planned) and len(results.read_rows(path)) >= planned
+    finished = [r for r in results.read_rows(path) if r.get("validation") != CUT_SHORT]
+    return bool(planned) and len(finished) >= planned
 
 
 def _show(run, output: OutputSpec) -> int:

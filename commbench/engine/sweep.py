@@ -37,6 +37,7 @@ from commbench.engine.sampling import (
 )
 from commbench.engine.session import Groups, Session
 from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
+from commbench.results.schema import CUT_SHORT
 from commbench.sizes import format_size
 from commbench.stats import combine_ranks
 
@@ -279,7 +280,7 @@ class Sweep:
             with contextlib.suppress(Exception):  # the original failure is what to report
                 row = build_row(op, ctx, where, size.count, measurement,
                                 op.messages_per_iteration(ctx, size.bufs), 0, active=active,
-                                validation="off: the run ended before this size was checked")
+                                validation=CUT_SHORT)
                 row.wall_s = round(size.wall_s, 4)
                 self.sink.row(row.to_dict())
 

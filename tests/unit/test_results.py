@@ -146,3 +146,20 @@ def test_a_run_interrupted_after_its_last_planned_row_is_complete(tmp_path):
     (folder / "run.json").write_text(json.dumps({**meta, "planned_rows": rows + 1}))
     run = finish(folder, "partial", "stopped by SIGINT")
     assert run.meta["status"] == "partial" and run.meta["error"] == "stopped by SIGINT"
+
+
+def test_a_run_cut_inside_its_rounds_is_partial_even_with_a_row_for_every_size(tmp_path):
+    """A rank killed in the last op's rounds: rank 0 writes every size it had begun, unchecked
+    and short of rounds (engine.sweep). Seen on torch 2.4.1: 22 of 22 planned rows, all from 1
+    of 5 rounds, and run.json said complete, so the gate would have taken it."""
+    from commbench.commands.measure import finish
+    from commbench.results.schema import CUT_SHORT
+
+    folder = copy_base(tmp_path)
+    rows = [json.loads(line) for line in lines_of(folder)]
+    (folder / "results.jsonl").write_text(
+        "".join(json.dumps({**row, "validation": CUT_SHORT}) + "\n" for row in rows))
+    meta = json.loads((folder / "run.json").read_text())
+    (folder / "run.json").write_text(json.dumps({**meta, "planned_rows": len(rows)}))
+    run = finish(folder, "partial", "rank 1 died (SIGKILL)")
+    assert run.meta["status"] == "partial" and run.meta["error"] == "rank 1 died (SIGKILL)"
