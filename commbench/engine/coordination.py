@@ -100,6 +100,16 @@ class Watch:
     def stop(self) -> None:
         self._stop.set()
 
+    def await_arrivals(self, seconds: float, poll: float = 0.05) -> list[int]:
+        """Wait up to ``seconds`` for every rank's first heartbeat; returns the ranks still
+        missing (the caller goes on: its rendezvous then names them)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            missing = [r for r in range(self.world) if self._store.add(f"hb/{r}", 0) == 0]
+            if not missing or time.monotonic() >= deadline:
+                return missing
+            time.sleep(poll)
+
     def at(self, where: str) -> None:
         self._store.set(f"where/{self.rank}", where)
 

@@ -20,6 +20,7 @@ from commbench.engine.coordination import Control, Watch, connect, heartbeat_int
 from commbench.engine.failures import RankFailure, diagnose, first_line
 
 EXIT_PAUSE_S = 0.1  # see Session.close
+LOCAL_START_S = 60.0  # see Session.join: start-up time a local rank gets, whatever --timeout
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,12 @@ class Session:
         self.watch = Watch(store, env.rank, env.world, heartbeat_interval(timeout))
         self.watch.start_heartbeat(beat_store)
         self.watch.at("rendezvous")
+        if env.launcher == "local":
+            # Ranks commbench started itself all exist (the agent reports one that dies): one
+            # not here yet is still importing torch. 6 ranks on 2 busy cores took over 5 s,
+            # and --timeout 5 ended such a run "rank 3 never arrived"; --timeout is for a
+            # hung call, so start-up gets LOCAL_START_S at least.
+            self.watch.await_arrivals(max(0.0, LOCAL_START_S - timeout))
         try:
             dist.init_process_group(
                 "gloo",
