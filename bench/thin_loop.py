@@ -17,6 +17,7 @@ round_means_us (each round's loop total per call), rounds_median_us (their media
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -24,6 +25,7 @@ import resource
 import socket
 import statistics
 import sys
+import threading
 import time
 
 from commbench import compat
@@ -62,8 +64,18 @@ def _worker(rank, world, port, op, sizes, seconds, started, queue, bind, warm_up
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=120))
     cpus = sorted(os.sched_getaffinity(0))
-    if bind == "core" and len(cpus) >= world:  # as commbench's --bind auto: the main thread
-        os.sched_setaffinity(0, {cpus[rank]})  # alone, after the group's threads exist
+    bound = bind == "core" and len(cpus) >= world
+    if bound:  # as commbench's --bind auto: the main thread alone, after the group's threads
+        os.sched_setaffinity(0, {cpus[rank]})
+
+    def spread() -> None:
+        """Threads torch started since, from the bound thread and so on its core, back on
+        every CPU, at every visit (as commbench's Binding.settle)."""
+        main = threading.get_native_id()
+        for task in os.listdir("/proc/self/task"):
+            if int(task) != main:
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(task), cpus)
     warm = warm_up > 0
     calls, per_block, round_means = {}, {}, {size: [] for size in sizes}
     for index in range(rounds):
@@ -76,6 +88,8 @@ def _worker(rank, world, port, op, sizes, seconds, started, queue, bind, warm_up
                 buf, small = torch.ones(count), torch.ones(count // world)
                 calls[size] = (count, make_call(dist, op, buf, small, rank ^ 1, rank == 0))
             call = calls[size][1]
+            if bound:
+                spread()
             for _ in range(3):  # untimed, at every visit: another size ran since
                 call()
             if warm:  # before the first size, as nccl-tests warms up before its sweep
