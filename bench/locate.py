@@ -37,7 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from commbench.analysis import locate  # noqa: E402
+from commbench.locate import attribution as locate  # noqa: E402
 
 QUIET_NOISE = 0.05  # a quiet cluster's pair noise, both metrics
 FACTORS = (2.0, 1.3)

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 
-from commbench import compat
+from commbench.core import compat
 
 BLOCKS = 5  # timed blocks per visit of a size, a barrier before each
 

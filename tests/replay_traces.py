@@ -9,7 +9,7 @@ Step 0 holds one large broadcast (setup traffic, as DDP's). Issue and end times 
 
 from pathlib import Path
 
-from commbench.trace import format as trace_format
+from commbench.results import trace as trace_format
 
 CALL_NS = 2_000_000
 GAP_NS = 1_000_000

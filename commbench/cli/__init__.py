@@ -13,7 +13,7 @@ import sys
 import typer
 
 from commbench.cli import locating, measuring, recording, replaying, tools
-from commbench.errors import EXIT_OK, EXIT_USAGE, CommbenchError
+from commbench.core.errors import EXIT_OK, EXIT_USAGE, CommbenchError
 
 app = typer.Typer(
     name="commbench",

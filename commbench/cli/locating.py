@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from commbench.commands.locate import LocateSpec
-from commbench.sizes import format_size
+from commbench.core.sizes import format_size
 
 DEFAULTS = LocateSpec()  # every default stated once, in the spec
 

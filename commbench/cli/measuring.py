@@ -10,7 +10,8 @@ import typer
 
 from commbench import collectives
 from commbench.cli import op_options
-from commbench.config import (
+from commbench.core.errors import UsageError
+from commbench.specs.measure import (
     BACKENDS,
     DEFAULT_FACTOR,
     DEFAULT_SIZES,
@@ -29,7 +30,6 @@ from commbench.config import (
     parse_split,
     sweep_sizes,
 )
-from commbench.errors import UsageError
 
 METRICS_HELP = (
     "Time = median over samples of the per-rank times per call combined as --rank-time says "

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from commbench.config import BACKENDS, OUTPUT_DEFAULTS, parse_list
+from commbench.specs.measure import BACKENDS, OUTPUT_DEFAULTS, parse_list
 
 
 def register(app: typer.Typer) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 
-from commbench import compat
 from commbench.collectives import data
 from commbench.collectives.base import Buffers, Collective, Layout, OpContext, ring_factor
+from commbench.core import compat
 
 
 class AllGather(Collective):

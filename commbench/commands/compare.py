@@ -11,8 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from commbench.analysis.compare import Comparison, compare_runs, parse_threshold
-from commbench.errors import EXIT_FINDING, EXIT_OK, UsageError
+from commbench.compare.runs import Comparison, compare_runs, parse_threshold
+from commbench.core.errors import EXIT_FINDING, EXIT_OK, UsageError
 from commbench.results import load_run
 
 STYLES = {"slower": "red", "faster": "green", "noisy": "yellow"}

@@ -8,8 +8,8 @@ support problem is a silent hang at bootstrap).
 
 from __future__ import annotations
 
-from commbench.config import MeasureSpec
-from commbench.errors import EXIT_OK, UsageError
+from commbench.core.errors import EXIT_OK, UsageError
+from commbench.specs.measure import MeasureSpec
 
 
 def run_doctor(nproc: int | None, timeout: float, backends: tuple[str, ...],
@@ -49,7 +49,7 @@ def run_doctor(nproc: int | None, timeout: float, backends: tuple[str, ...],
         cuda = "nccl" in backends
         reports = run_local(probe_rank, (timeout, backends), world, timeout, cuda, explain)[0]
     else:
-        from commbench.errors import RunFailed
+        from commbench.core.errors import RunFailed
         from commbench.launch import pin_interfaces
 
         pin_interfaces(env)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from commbench.errors import EXIT_OK, UsageError
+from commbench.core.errors import EXIT_OK, UsageError
 from commbench.results import load_run
 
 
@@ -25,7 +25,7 @@ def run_estimate(path: str, params: str | None, dtype: str, dp: int, tp: int, pp
                  hidden: int | None, seq: int | None, micro_batch: int, micro_batches: int,
                  sequence_parallel: bool, json_out: bool, step: list[int] | None = None,
                  rank: int | None = None) -> int:
-    from commbench.analysis.estimate import NO_OVERLAP, estimate, step_spec
+    from commbench.model.estimate import NO_OVERLAP, estimate, step_spec
 
     if params is None:
         raise UsageError("estimate needs --params (an idealised model: 7B, 350M ...) or "
@@ -64,10 +64,10 @@ def _seconds(value: float) -> str:
 
 
 def _print(name: str, spec, result) -> None:
-    from commbench.analysis.estimate import NO_OVERLAP
+    from commbench.core.sizes import format_size
+    from commbench.model.estimate import NO_OVERLAP
     from commbench.output.console import make_console, terminal_width
     from commbench.output.tables import Column, render
-    from commbench.sizes import format_size
 
     layout = f"dp={spec.dp} tp={spec.tp} pp={spec.pp}"
     zero = {"0": "DDP", "3": "ZeRO-3/FSDP"}.get(spec.zero, f"ZeRO-{spec.zero}")
@@ -100,9 +100,9 @@ def run_trace_estimate(trace_dir: str, path: str, steps: list[int] | None, rank:
     if layout_options:
         raise UsageError(f"--trace prices the calls the job made; {', '.join(layout_options)} "
                          "describe an idealised model: give one or the other")
-    from commbench.analysis.estimate import NO_OVERLAP
-    from commbench.analysis.trace_price import price_trace
-    from commbench.trace.format import load
+    from commbench.model.estimate import NO_OVERLAP
+    from commbench.model.trace_price import price_trace
+    from commbench.results.trace import load
 
     trace = load(trace_dir)  # a bad trace is reported before the run is read
     run = load_run(path)
@@ -122,10 +122,10 @@ def _optional_ms(value: float | None) -> str:
 
 
 def _print_trace(name: str, trace, priced) -> None:
-    from commbench.analysis.estimate import NO_OVERLAP
+    from commbench.core.sizes import format_size
+    from commbench.model.estimate import NO_OVERLAP
     from commbench.output.console import make_console, terminal_width
     from commbench.output.tables import Column, render
-    from commbench.sizes import format_size
 
     head = trace.header
     source = head.get("source", "record")

@@ -9,7 +9,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from commbench.errors import EXIT_OK
+from commbench.core.errors import EXIT_OK
 
 
 def run_import(kind: str, file: str, op: str | None, out: str, name: str | None, force: bool,
@@ -17,7 +17,7 @@ def run_import(kind: str, file: str, op: str | None, out: str, name: str | None,
     """Parse FILE (before anything is written, so a bad file leaves no folder), then write
     run.json, results.jsonl/.csv, summary.md and the plots as a measured run would have."""
     from commbench import results
-    from commbench.analysis.importers import read
+    from commbench.importers import read
     from commbench.output.files import write_run_files
 
     imported = read(kind, file, op=op, world_size=world_size)
@@ -75,9 +75,9 @@ def run_import_profiler(source: str, out: str, force: bool) -> int:
     """Parse every rank's profiler trace (before anything is written, so a bad file leaves no
     folder), then write one ``rank-<r>.jsonl`` per rank into OUT and check that the members of
     each group agree on their calls."""
-    from commbench.analysis.importers import torch_profiler
-    from commbench.errors import UsageError
-    from commbench.trace import format as trace_format
+    from commbench.core.errors import UsageError
+    from commbench.importers import torch_profiler
+    from commbench.results import trace as trace_format
 
     ranks = torch_profiler.read(source)
     folder = Path(out)

@@ -2,7 +2,7 @@
 
 The flow, as measure's: refuse bad input before anything starts, create the run folder, launch
 (local ranks through the elastic agent, or this process as one rank of an external launcher);
-inside the ranks the engine runs the rounds that ``plan`` (the schedule, analysis.locate) and
+inside the ranks the engine runs the rounds that ``plan`` (the schedule, locate.attribution) and
 ``follow_up`` (the confirmation of what the main rounds point at) hand it, rank 0 writing each
 pair to pairs.jsonl as it is measured. Then the same attribution is read from that file here,
 and the files, the table and the exit code follow; a failed run still writes the partial
@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from commbench.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
-from commbench.sizes import format_size, parse_size
+from commbench.core.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
+from commbench.core.sizes import format_size, parse_size
 
 if TYPE_CHECKING:
-    from commbench.analysis.locate import PairResult
+    from commbench.locate.attribution import PairResult
 
 PAIRS_JSONL = "pairs.jsonl"
 LEVELS = ("gpu", "node", "rail")
@@ -91,7 +91,8 @@ def parse_effect(text: str) -> float:
 
 def plan_rounds(spec: LocateSpec, hosts: list[dict]) -> tuple[list[dict], list]:
     """Entities of the level and the main rounds, as the ranks will run them."""
-    from commbench.analysis import fleet, locate
+    from commbench.locate import attribution as locate
+    from commbench.locate import fleet
 
     level = spec.level or fleet.default_level(hosts)
     found = fleet.entities(level, hosts)
@@ -103,7 +104,8 @@ def plan_rounds(spec: LocateSpec, hosts: list[dict]) -> tuple[list[dict], list]:
 
 def follow_up(spec: LocateSpec, found: list[dict], records: list[dict]) -> list:
     """The confirmation rounds of what the main rounds point at."""
-    from commbench.analysis import fleet, locate
+    from commbench.locate import attribution as locate
+    from commbench.locate import fleet
 
     entities = [_entity(e) for e in found]
     if len(entities) < 3 or spec.confirm < 1:
@@ -123,14 +125,14 @@ def anything_bad(spec: LocateSpec, found: list[dict], records: list[dict]) -> bo
 
 
 def _entity(found: dict):
-    from commbench.analysis.fleet import Entity
+    from commbench.locate.fleet import Entity
 
     return Entity(found["index"], found["kind"], found["name"], tuple(found["hosts"]),
                   tuple(found["ranks"]))
 
 
 def pair_result(record: dict) -> PairResult:
-    from commbench.analysis.locate import PairResult
+    from commbench.locate.attribution import PairResult
 
     # A pair is judged on its fast calls: waiting for a CPU (ranks sharing cores) or for a
     # neighbour's traffic only adds, while a slow GPU, NIC or link slows every call. On the
@@ -169,9 +171,9 @@ class PairSink:
 
 def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
     from commbench import collectives, results
-    from commbench.engine.locate import LocateJob
     from commbench.launch import detect
     from commbench.launch.backends import resolve_backends
+    from commbench.locate.rank import LocateJob
     from commbench.output.console import say
 
     env = detect()
@@ -251,8 +253,8 @@ def _run_id(backend: str, world: int) -> str:
 
 def _run_local(job, sink, world: int) -> None:
     from commbench.engine.failures import explain
-    from commbench.engine.locate import run_locate_rank
     from commbench.launch.local import run_local
+    from commbench.locate.rank import run_locate_rank
     from commbench.output.console import say
 
     say(f"starting {world} local {job.backend} rank(s) ...")
@@ -264,7 +266,7 @@ def _run_local(job, sink, world: int) -> None:
 
 def _run_external(env, job, sink) -> bool:
     from commbench.commands.measure import as_external_rank
-    from commbench.engine.locate import run_locate_rank
+    from commbench.locate.rank import run_locate_rank
 
     return as_external_rank(env, lambda: run_locate_rank(env, job, sink))
 
@@ -329,7 +331,7 @@ def _json_suspect(s: dict) -> dict:
 
 def findings(found: list, records: list[dict], spec: LocateSpec) -> dict:
     """The attribution of the pairs measured, as plain rows for the files and the console."""
-    from commbench.analysis import locate
+    from commbench.locate import attribution as locate
 
     n = len(found)
     pairs = [pair_result(r) for r in records]
@@ -404,7 +406,7 @@ PAIR_COLUMNS = ("round", "phase", "entity_a", "entity_b", "hosts", "ranks", "siz
 
 def _write_files(path: Path, found: list, records: list[dict], view: dict, head: dict,
                  meta: dict) -> None:
-    from commbench.analysis import locate
+    from commbench.locate import attribution as locate
     from commbench.output import heatmap
     from commbench.output.locate import summary_markdown, write_csv, write_matrix
 

@@ -9,7 +9,7 @@ import math
 import sys
 from pathlib import Path
 
-from commbench.errors import EXIT_FINDING, EXIT_OK, UsageError
+from commbench.core.errors import EXIT_FINDING, EXIT_OK, UsageError
 
 
 def is_locate_run(path: str) -> bool:
@@ -33,7 +33,7 @@ def _load(path: str) -> dict:
 
 
 def run_locate_compare(paths: list[str], json_rows: bool, fail_on_regression: bool) -> int:
-    from commbench.analysis.locate_compare import compare
+    from commbench.compare.locate import compare
     from commbench.output.locate import compare_lines
 
     if len(paths) != 2:

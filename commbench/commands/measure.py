@@ -14,8 +14,8 @@ from pathlib import Path
 
 from commbench import collectives
 from commbench.collectives.base import OpContext
-from commbench.config import ITEMSIZE, MeasureSpec, OutputSpec, resolve_layout, validate
-from commbench.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
+from commbench.core.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
+from commbench.specs.measure import ITEMSIZE, MeasureSpec, OutputSpec, resolve_layout, validate
 
 CPU_MEMORY_SHARE = 0.8  # leave room for the OS, torch and the check's chunks
 SHOWN_NOTES = 5  # unstable sizes listed on the console; summary.md has them all
@@ -136,8 +136,8 @@ def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
 def _run_local(spec: MeasureSpec, sink, world: int) -> None:
     """commbench starts the ranks itself, through torch's elastic agent."""
     from commbench.engine.failures import explain
-    from commbench.engine.worker import run_rank
     from commbench.launch.local import run_local
+    from commbench.measure.worker import run_rank
     from commbench.output.console import say
 
     say(f"starting {world} local {'+'.join(spec.backends)} rank(s) ...")
@@ -188,7 +188,7 @@ class Launch:
 
 
 def _run_external(spec: MeasureSpec, env, sink) -> int:
-    from commbench.engine.worker import run_rank
+    from commbench.measure.worker import run_rank
 
     as_external_rank(env, lambda: run_rank(env, spec, sink))
     return EXIT_OK
@@ -225,8 +225,8 @@ def finish(path: Path, status: str, error: str = ""):
     rows written as it was cut inside an op's rounds do not count.
     """
     from commbench import results
-    from commbench.analysis.groups import slow_groups
-    from commbench.analysis.launches import pooled_run
+    from commbench.compare.launches import pooled_run
+    from commbench.measure.groups import slow_groups
     from commbench.output.console import say
     from commbench.output.files import write_run_files
 
@@ -250,11 +250,11 @@ def _all_rows_measured(path: Path) -> bool:
 
 def _show(run, output: OutputSpec) -> int:
     """After the live table: what to distrust, where the files are, and the exit code."""
-    from commbench.analysis.groups import slow_groups
-    from commbench.analysis.launches import pooled_rows
+    from commbench.compare.launches import pooled_rows
+    from commbench.core.stats import UNSTABLE_ADVICE
+    from commbench.measure.groups import slow_groups
     from commbench.output.console import say, to_devnull, unstable_notes
     from commbench.results import rows_frame
-    from commbench.stats import UNSTABLE_ADVICE
 
     rows = pooled_rows(run.rows)  # --repeat: judged over every launch, one row per size
     wrong = sum(int(row.get("wrong", 0)) for row in rows)

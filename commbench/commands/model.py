@@ -10,7 +10,7 @@ import math
 import sys
 from dataclasses import asdict
 
-from commbench.errors import EXIT_OK, UsageError
+from commbench.core.errors import EXIT_OK, UsageError
 from commbench.results import LATENCY_PNG, load_run, rows_frame
 from commbench.results.schema import op_label
 
@@ -27,8 +27,8 @@ def _json_number(value):
 
 
 def run_model(paths: list[str], json_out: bool) -> int:
-    from commbench.analysis.model import fit_run
-    from commbench.analysis.ps_model import pair_with_baselines
+    from commbench.model.fit import fit_run
+    from commbench.model.ps import pair_with_baselines
 
     runs = [load_run(path) for path in paths]
     # Fit every run before writing anything, so a refused run leaves no half-written set.
@@ -55,8 +55,8 @@ def run_model(paths: list[str], json_out: bool) -> int:
 def _write(run, fits, pairs) -> dict:
     """model.csv, model.json and the latency plot with the fits, beside the run; a ps
     curve's busbw equivalent uses the factor its rows were measured with (max(1, W/S))."""
-    from commbench.analysis.launches import pooled_rows
-    from commbench.analysis.model import COLUMNS, fit_lines, segment_records
+    from commbench.compare.launches import pooled_rows
+    from commbench.model.fit import COLUMNS, fit_lines, segment_records
     from commbench.output.plots import latency, series_label
 
     records = segment_records(fits)
@@ -134,9 +134,9 @@ def _fit_word(record: dict) -> str:
 
 
 def _print_table(name: str, records: list[dict]) -> None:
+    from commbench.core.sizes import format_size
     from commbench.output.console import make_console, terminal_width
     from commbench.output.tables import render
-    from commbench.sizes import format_size
 
     rows, notes = [], []
     for r in records:

@@ -2,7 +2,7 @@
 communication every rank issued, as ``DIR/rank-<r>.jsonl`` (SPEC §9).
 
 The command is started as it is (python, torchrun, a script that spawns its ranks), with
-``commbench/trace/boot`` first on PYTHONPATH: its sitecustomize starts the recorder in every
+``commbench/record/boot`` first on PYTHONPATH: its sitecustomize starts the recorder in every
 process that calls ``init_process_group``. The user's exit status is passed through (128 + the
 signal where it was killed); a job that crashed keeps what its ranks wrote up to their last
 step.
@@ -19,16 +19,16 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
-from commbench.errors import UsageError
+from commbench.core.errors import UsageError
 
-BOOT = Path(__file__).resolve().parent.parent / "trace" / "boot"
+BOOT = Path(__file__).resolve().parent.parent / "record" / "boot"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def run_record(command: list[str], out: str | None, force: bool, steps: int | None) -> int:
     """Run ``command`` with the recorder installed; returns the command's own exit code."""
     from commbench import __version__, results
-    from commbench.trace import format as trace_format
+    from commbench.results import trace as trace_format
 
     if not command:
         raise UsageError("record needs a command to run: commbench record [--out DIR] -- "
@@ -87,7 +87,7 @@ def _run(command: list[str], env: dict) -> int:
 
 def _summarize(folder: Path, code: int) -> None:
     """What was recorded, in a few lines on stderr (stdout stays the job's)."""
-    from commbench.trace import format as trace_format
+    from commbench.results import trace as trace_format
 
     try:
         trace = trace_format.load(folder)

@@ -2,7 +2,7 @@
 
 The flow, as locate's: read and check the trace before anything starts (no such folder, not a
 trace, ranks that disagree on their calls, more ranks than the launch has, a --curves run that
-cannot price the calls: one line, exit 2); plan the replay (analysis.replay); price on
+cannot price the calls: one line, exit 2); plan the replay (replay.plan); price on
 --curves now, so a curve the run lacks is refused before launching; create the run folder;
 launch (local ranks through the elastic agent, or this process as one rank of an external
 launcher), rank 0 writing every rank's numbers to replayed.jsonl; then the figures, the files,
@@ -18,7 +18,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from commbench.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
+from commbench.core.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
 
 REPLAYED_JSONL = "replayed.jsonl"
 REPLAY_CSV = "replay.csv"
@@ -32,7 +32,7 @@ class ReplaySpec:
     """replay's options, every default stated once."""
 
     trace: str = ""
-    steps: str | None = None  # None: every step after the first (analysis.replay)
+    steps: str | None = None  # None: every step after the first (replay.plan)
     curves: str | None = None  # None: this launch's quick sweep at the trace's sizes
     gaps: str = "none"  # none | recorded
     nproc: int | None = None  # None: the trace's world size
@@ -69,10 +69,10 @@ class ReplaySink:
 
 
 def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
-    from commbench.analysis.replay import check_trace, make_plan, select_steps
-    from commbench.engine.replay import ReplayJob
     from commbench.launch import detect
-    from commbench.trace.format import load
+    from commbench.replay.plan import check_trace, make_plan, select_steps
+    from commbench.replay.rank import ReplayJob
+    from commbench.results.trace import load
 
     env = detect()
     if env is not None and spec.nproc is not None:
@@ -127,7 +127,7 @@ def _backend(name: str, trace) -> str:
 
 
 def _check_dtypes(trace) -> None:
-    from commbench.engine.replay_calls import torch_dtype
+    from commbench.replay.calls import torch_dtype
 
     names = sorted({c.dtype for rank in trace.ranks.values() for c in rank.calls})
     unknown = [name for name in names if torch_dtype(name) is None]
@@ -141,7 +141,7 @@ def _curves(path: str | None, trace) -> tuple:
     lacks is left unpriced, with a note; the run's name); (None, '') for the quick sweep."""
     if path is None:
         return None, ""
-    from commbench.analysis.trace_price import CurvePricer
+    from commbench.model.trace_price import CurvePricer
     from commbench.output.console import say
     from commbench.results import load_run
 
@@ -184,9 +184,9 @@ def _run_id(backend: str, world: int) -> str:
 
 def _run_local(job, sink, world: int) -> None:
     from commbench.engine.failures import explain
-    from commbench.engine.replay import run_replay_rank
     from commbench.launch.local import run_local
     from commbench.output.console import say
+    from commbench.replay.rank import run_replay_rank
 
     say(f"starting {world} local {job.backend} rank(s) to replay {len(job.plan.steps)} "
         "step(s) ...")
@@ -198,13 +198,13 @@ def _run_local(job, sink, world: int) -> None:
 
 def _run_external(env, job, sink) -> None:
     from commbench.commands.measure import as_external_rank
-    from commbench.engine.replay import run_replay_rank
+    from commbench.replay.rank import run_replay_rank
 
     as_external_rank(env, lambda: run_replay_rank(env, job, sink))
 
 
 def read_replayed(path: Path) -> dict:
-    from commbench.analysis.replay_figures import RankResult
+    from commbench.replay.figures import RankResult
 
     lines = (path / REPLAYED_JSONL).read_text().splitlines()
     found = [RankResult.from_json(json.loads(line)) for line in lines if line.strip()]
@@ -215,10 +215,10 @@ def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job,
            curves: tuple) -> int:
     """The figures from replayed.jsonl, every file of the folder, the console; exit code."""
     from commbench import results
-    from commbench.analysis.replay_figures import mismatches, summarise
-    from commbench.analysis.replay_price import isolated_prices
     from commbench.output import replay as render
     from commbench.output.console import say, terminal_width
+    from commbench.replay.figures import mismatches, summarise
+    from commbench.replay.price import isolated_prices
 
     replayed = {rank: r for rank, r in read_replayed(path).items() if rank in trace.ranks}
     pricer, run_name = curves

@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from commbench.analysis.compare import compare_runs, incomplete_runs
-from commbench.analysis.launches import pooled_run
 from commbench.commands.locate_compare import is_locate_run
-from commbench.errors import EXIT_OK, UsageError
+from commbench.compare.launches import pooled_run
+from commbench.compare.runs import compare_runs, incomplete_runs
+from commbench.core.errors import EXIT_OK, UsageError
 from commbench.results import JSONL, Run, load_run, read_meta
 
 

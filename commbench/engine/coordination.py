@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from commbench import compat
+from commbench.core import compat
 
 WATCH_PREFIX = "commbench/watch"
 

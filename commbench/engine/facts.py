@@ -10,7 +10,7 @@ import shutil
 import socket
 import sys
 
-from commbench import compat
+from commbench.core import compat
 
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "MASTER_", "CUDA_", "OMP_", "SLURM_JOB", "OMPI_COMM")
 

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 
 import torch.distributed as dist
 
+from commbench.core.errors import RunFailed
 from commbench.engine.coordination import WATCH_PREFIX, read_reports
-from commbench.errors import RunFailed
 
 # A rank whose heartbeat count is this far below the ranks NCCL's watchdog ended stopped before
 # them. A hang leaves a gap of about --timeout / the heartbeat interval (10 or more beats); ranks

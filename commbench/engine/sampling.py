@@ -28,14 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from commbench.engine.timers import Call
-from commbench.stats import (
+from commbench.core.stats import (
     STOP_CONFIDENCE,
     ci_halfwidth_pct,
     effective_size,
     median_ci,
     rounds_interval,
 )
+from commbench.engine.timers import Call
 
 # Below 20 samples the median's 95 % interval spans too much of the distribution ([x(6),
 # x(15)] at 20, [x(2), x(9)] at 10) to trust on a noisy machine; pyperf also keeps 20 values.
@@ -244,7 +244,7 @@ def _enough(samples: np.ndarray, timed: float, min_time: float) -> bool:
 
 
 # ---- interleaved rounds (--rounds N) ------------------------------------------------------------
-# The sweep visits every size of an op once per round (engine.sweep); each visit times a share
+# The sweep visits every size of an op once per round (measure.sweep); each visit times a share
 # of the size's budget. A slow spell of the machine then lands on every size alike, and the
 # spread between a size's rounds is what its interval (and the stop rule) is made of.
 MIN_ROUNDS = 3  # the stop rule needs this many rounds for a between-round interval

@@ -13,7 +13,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from commbench import compat
+from commbench.core import compat
 from commbench.engine import facts
 from commbench.engine.binding import Binding
 from commbench.engine.coordination import Control, Watch, connect, heartbeat_interval

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from commbench import compat
+from commbench.core import compat
 
 Call = Callable[[], Any]
 

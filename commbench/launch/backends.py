@@ -4,8 +4,8 @@ before any process starts (exit 2 for what cannot run)."""
 from __future__ import annotations
 
 from commbench import collectives
-from commbench.config import MeasureSpec
-from commbench.errors import UsageError
+from commbench.core.errors import UsageError
+from commbench.specs.measure import MeasureSpec
 
 
 def resolve_backends(names: tuple[str, ...]) -> tuple[str, ...]:

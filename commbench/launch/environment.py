@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from commbench.errors import UsageError
+from commbench.core.errors import UsageError
 
 DEFAULT_PORT = 29500
 

@@ -25,8 +25,8 @@ from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalEx
 from torch.distributed.elastic.rendezvous import RendezvousHandler, RendezvousInfo
 from torch.distributed.elastic.rendezvous.api import RendezvousStoreInfo
 
-from commbench import compat
-from commbench.errors import EXIT_RUN_FAILED, Interrupted, RunFailed
+from commbench.core import compat
+from commbench.core.errors import EXIT_RUN_FAILED, Interrupted, RunFailed
 from commbench.launch.environment import agent_rank_env, pin_interfaces
 
 SHUTDOWN_GRACE_S = 2  # SIGTERM, then SIGKILL after this long
@@ -153,7 +153,7 @@ def _rank_main(entry: Callable, *args):
     die_with_parent()
     pin_interfaces(env)
     # The agent stops the other ranks with SIGTERM when one fails: as an exception, rank 0
-    # still writes the sizes its unfinished --rounds measured (engine.sweep) within the grace.
+    # still writes the sizes its unfinished --rounds measured (measure.sweep) within the grace.
     signal.signal(signal.SIGTERM, _stopped)
     try:
         return entry(env, *args)

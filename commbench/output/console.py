@@ -9,9 +9,9 @@ import os
 import shutil
 import sys
 
+from commbench.core.sizes import format_size
 from commbench.output.tables import Column, headers_of
 from commbench.results.schema import is_combined, op_label
-from commbench.sizes import format_size
 
 # The sweep table. ``drop``: the order in which columns go when the terminal is narrow
 # (count and type first: the title line names the dtype).

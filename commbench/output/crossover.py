@@ -23,7 +23,7 @@ def approx_size(nbytes: float) -> str:
 
 
 def _size(nbytes: int) -> str:
-    from commbench.sizes import format_size
+    from commbench.core.sizes import format_size
 
     return format_size(int(nbytes))
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from commbench.core.stats import UNSTABLE_ADVICE
 from commbench.output.baselines import COLUMNS as BASELINE_COLUMNS
 from commbench.output.baselines import side_by_side
 from commbench.output.console import footer_lines, table_groups, unstable_notes
 from commbench.output.tables import headers_of
-from commbench.stats import UNSTABLE_ADVICE
 
 
 def markdown_table(headers: list[str], rows: list[list[str]]) -> str:

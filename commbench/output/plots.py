@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from commbench.core.sizes import format_size
 from commbench.results.schema import is_combined, op_label
-from commbench.sizes import format_size
 
 RUN_STYLES = ("-", "--", ":", "-.")
 MAX_BANDS = 3  # p10-p90 bands drawn for at most this many series

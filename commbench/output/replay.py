@@ -1,15 +1,15 @@
 """replay's text and files: the table (per op, then the step's totals), summary.md, the CSV
 files and the per-op bar chart of in situ / replayed / model. Data in (the rows of
-analysis.replay.summarise), text or files out."""
+replay.plan.summarise), text or files out."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from commbench.core.sizes import format_size
 from commbench.output.locate import write_csv  # noqa: F401 (replay's CSV files too)
 from commbench.output.markdown import markdown_table
 from commbench.output.tables import Column, headers_of, render
-from commbench.sizes import format_size
 
 OP_COLUMNS = ("op", "dtype", "bytes", "calls", "in_situ_s", "replayed_s", "model_s",
               "replayed_bytes", "replayed_calls", "ranks", "model_source")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from commbench.errors import UsageError
+from commbench.core.errors import UsageError
 from commbench.results.schema import (
     COLUMNS,
     EXTRA_COLUMNS,

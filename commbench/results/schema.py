@@ -10,7 +10,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 
 # run.json's format_version: a reader refuses a newer major version; a minor bump only adds.
 FORMAT_VERSION = "1.2"  # 1.2: the ps columns
-# The validation of a row written as a run ended inside an op's rounds (engine.sweep): measured
+# The validation of a row written as a run ended inside an op's rounds (measure.sweep): measured
 # in fewer rounds than planned and never checked, so it does not make a run complete.
 CUT_SHORT = "off: the run ended before this size was checked"
 

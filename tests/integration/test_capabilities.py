@@ -5,7 +5,7 @@ import socket
 import pytest
 import torch.multiprocessing as mp
 
-from commbench.config import DTYPES, REDUCE_OPS, unsupported
+from commbench.specs.measure import DTYPES, REDUCE_OPS, unsupported
 
 pytestmark = pytest.mark.integration
 

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from commbench import collectives
-from commbench.config import parse_ops
+from commbench.core.sizes import format_size
 from commbench.results.schema import COLUMNS
-from commbench.sizes import format_size
+from commbench.specs.measure import parse_ops
 from tests.conftest import read_meta, read_rows
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import pytest
 
-from commbench.trace import format as trace_format
+from commbench.results import trace as trace_format
 from tests.integration.recordings import (
     facts,
     fsdp_limit,

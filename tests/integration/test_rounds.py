@@ -42,7 +42,7 @@ def test_a_shuffled_run_records_its_order_and_seed(run_cli):
 
 def test_a_crash_in_rounds_keeps_the_rows_of_finished_ops(run_cli):
     """Finished ops keep their checked rows; of the op cut in its first round, the size that
-    finished a round is kept too, unchecked and saying so (engine.sweep._emit_unchecked)."""
+    finished a round is kept too, unchecked and saying so (measure.sweep._emit_unchecked)."""
     done, run_dir = run_cli("run", "--ops", "allreduce,allgather", "--sizes", "8,1K",
                             "--min-time", "0.2", "--rounds", "3", "--nproc", "2", "--quiet",
                             "--name", "crash", env={"COMMBENCH_FAULT": "raise:1:allgather:1024"})

@@ -13,7 +13,7 @@ import termios
 
 import pytest
 
-from commbench.sizes import format_size
+from commbench.core.sizes import format_size
 
 pytestmark = pytest.mark.integration
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")

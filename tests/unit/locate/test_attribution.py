@@ -1,0 +1,486 @@
+"""locate's schedule and attribution on synthetic fleets: no process, no torch."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from commbench.locate import attribution as locate
+from commbench.locate.attribution import PairResult
+
+# ---- the schedule -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 9, 16, 17])
+def test_circle_meets_every_pair_once_and_nobody_twice_in_a_round(n):
+    rounds = locate.circle_rounds(n)
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
+    met = [pair for r in rounds for pair in r.pairs]
+    assert sorted(met) == sorted(itertools.combinations(range(n), 2))
+    for r in rounds:
+        seen = [e for pair in r.pairs for e in pair] + list(r.byes)
+        assert sorted(seen) == list(range(n))  # everybody once: in a pair or on a bye
+        assert len(r.pairs) == n // 2
+
+
+@pytest.mark.parametrize("n", [3, 5, 7, 9])
+def test_byes_rotate_through_everybody_once(n):
+    byes = [b for r in locate.circle_rounds(n) for b in r.byes]
+    assert sorted(byes) == list(range(n))
+
+
+def test_even_fleet_has_no_bye():
+    assert all(not r.byes for r in locate.circle_rounds(8))
+
+
+def test_quick_rounds_are_seeded_and_still_valid():
+    a = locate.quick_rounds(32, 6, seed=7)
+    assert a == locate.quick_rounds(32, 6, seed=7)
+    assert a != locate.quick_rounds(32, 6, seed=8)
+    assert len(a) == 6
+    met = [pair for r in a for pair in r.pairs]
+    assert len(met) == len(set(met)) == 6 * 16  # no pair twice
+    for r in a:
+        assert sorted(e for pair in r.pairs for e in pair) == list(range(32))
+
+
+def test_schedule_options():
+    assert len(locate.schedule(6, "full")) == 5
+    assert len(locate.schedule(64, "quick")) == locate.quick_count(64) == 8
+    assert len(locate.schedule(6, "quick")) == 5  # never more than the full round robin
+    assert len(locate.schedule(10, "3")) == 3
+
+
+def test_pack_puts_nobody_twice_in_a_round_and_fills_with_references():
+    rounds = locate.pack([(0, 1), (0, 2), (3, 4)], reference_from=[5, 6, 7, 8, 2])
+    assert [r.pairs[:2] for r in rounds][0] == ((0, 1), (3, 4))
+    for r in rounds:
+        seen = [e for pair in r.pairs for e in pair]
+        assert len(seen) == len(set(seen))
+    assert (0, 2) in rounds[1].pairs
+    assert rounds[0].phase == "confirm"
+
+
+# ---- synthetic fleets -------------------------------------------------------------------------
+
+
+def fleet(n, slow=None, links=None, congested=None, noise=0.03, seed=0, rounds=None,
+          confirm_slow=None):
+    """Pair measurements of a fleet: a pair runs at the speed of its slower end, times a bad
+    link's factor, times a congested round's factor, with lognormal noise."""
+    rng = np.random.default_rng(seed)
+    slow = slow or {}
+    links = links or {}
+    congested = congested or {}
+    out = []
+    for r in rounds or locate.circle_rounds(n):
+        for a, b in r.pairs:
+            factor = min(slow.get(a, 1.0), slow.get(b, 1.0)) * links.get((a, b), 1.0)
+            factor *= congested.get(r.index, 1.0) if r.phase == "main" else 1.0
+            busbw = 10.0 * factor * rng.lognormal(0, noise)
+            lat = 50.0 / factor * rng.lognormal(0, noise)
+            out.append(PairResult(r.index, a, b, busbw, lat, lat * 1.5, "ok", r.phase))
+    return out
+
+
+def run(n, slow=None, links=None, congested=None, noise=0.03, seed=0, confirm=3):
+    """Attribute, retest on the same synthetic fleet, decide: the whole pipeline."""
+    main = fleet(n, slow, links, congested, noise, seed)
+    found = locate.attribute(n, main)
+    rounds = locate.confirmation_rounds(n, found, confirm, first_index=100)
+    again = fleet(n, slow, links, None, noise, seed + 1, rounds=rounds)
+    names = [f"rank {e}" for e in range(n)]
+    return locate.confirm_suspects(found, main + again, names, 0.10)
+
+
+def bad(suspects):
+    return sorted((s.kind, s.entities) for s in suspects if s.verdict.startswith("bad"))
+
+
+def test_one_bad_entity_named_alone_with_evidence():
+    suspects = run(8, slow={3: 0.5})
+    assert bad(suspects) == [("gpu", (3,))]
+    only = suspects[0]
+    assert only.evidence.startswith("rank 3: 0.5")
+    assert "slow with 7/7 partners, confirmed 3/3" in only.evidence
+
+
+def test_two_bad_entities_paired_together():
+    suspects = run(6, slow={1: 0.5, 2: 0.6})
+    assert bad(suspects) == [("gpu", (1,)), ("gpu", (2,))]
+
+
+def test_bad_link_between_good_ends():
+    suspects = run(6, links={(1, 3): 0.5})
+    assert bad(suspects) == [("link", (1, 3))]
+    assert "both ends are normal" in suspects[0].evidence
+
+
+def test_bad_entity_plus_bad_link():
+    suspects = run(8, slow={5: 0.5}, links={(1, 3): 0.5})
+    assert bad(suspects) == [("gpu", (5,)), ("link", (1, 3))]
+
+
+def test_one_congested_round_names_nobody():
+    """Not even as a candidate: the round's median is removed, so its pairs are no links."""
+    assert locate.attribute(8, fleet(8, congested={2: 0.4})).suspects == []
+    assert bad(run(8, congested={2: 0.4})) == []
+
+
+def test_twenty_percent_bad():
+    slow = {0: 0.5, 7: 0.5, 11: 0.6, 18: 0.5}
+    suspects = run(20, slow=slow)
+    assert bad(suspects) == [("gpu", (e,)) for e in sorted(slow)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_clean_fleet_names_nobody(seed):
+    """A noisy pair may become a candidate; the retest does not reproduce it."""
+    assert bad(run(8, seed=seed, noise=0.05)) == []
+
+
+def test_clean_fleets_rarely_even_have_a_candidate():
+    flagged = sum(bool(locate.attribute(8, fleet(8, seed=s, noise=0.05)).suspects)
+                  for s in range(100))
+    assert flagged <= 15
+
+
+def test_noise_free_fleet_names_nobody():
+    """MAD = 0: without the floor every tiny difference would be infinitely many z away."""
+    pairs = fleet(6, noise=0.0)
+    pairs[0] = PairResult(0, pairs[0].a, pairs[0].b, 9.9, 50.2)  # 1 % off: not a suspect
+    assert locate.attribute(6, pairs).suspects == []
+
+
+def test_mad_floor_keeps_a_noise_free_fleet_clean():
+    """MAD = 0 and no --min-effect: a 0.01 % difference would be infinitely many z out."""
+    pairs = fleet(6, noise=0.0)
+    pairs[3] = PairResult(pairs[3].round, pairs[3].a, pairs[3].b, 9.999, 50.0)
+    assert locate.attribute(6, pairs, min_effect=0.0).suspects == []
+
+
+def test_min_effect_keeps_a_small_difference_out():
+    """5 % slow on a noise-free fleet is far beyond 3.5 z, but below --min-effect 10 %."""
+    pairs = fleet(8, slow={2: 0.95}, noise=0.0)
+    assert locate.attribute(8, pairs).suspects == []
+    assert [s.entities for s in locate.attribute(8, pairs, min_effect=0.02).suspects] == [(2,)]
+
+
+def test_slow_that_does_not_reproduce_is_transient():
+    n = 8
+    main = fleet(n, slow={4: 0.5})
+    found = locate.attribute(n, main)
+    rounds = locate.confirmation_rounds(n, found, 3, first_index=50)
+    again = fleet(n, rounds=rounds, seed=3)  # healthy now
+    suspects = locate.confirm_suspects(found, main + again, [str(e) for e in range(n)], 0.1)
+    assert [(s.entities, s.verdict) for s in suspects] == [((4,), "transient")]
+    assert "confirmed 0/3" in suspects[0].evidence
+
+
+def test_retests_slow_by_chance_but_within_their_noise_are_transient():
+    """Two of three retests a little slow and one fast: the majority says bad, but together
+    the retests lie within their noise of the reference pairs beside them."""
+    n = 8
+    main = fleet(n, slow={4: 0.3}, noise=0.3)
+    found = locate.attribute(n, main)
+    rounds = locate.confirmation_rounds(n, found, 3, first_index=50)
+    again = fleet(n, rounds=rounds, seed=3, noise=0.3)
+    tests = [i for i, p in enumerate(again) if 4 in (p.a, p.b)]
+    refs = [p for p in again if 4 not in (p.a, p.b)]
+    busbw = sorted(p.busbw for p in refs)[len(refs) // 2]
+    lat = sorted(p.lat for p in refs)[len(refs) // 2]
+    for i, factor in zip(tests, (0.4, 0.4, 3.0), strict=True):
+        p = again[i]
+        again[i] = PairResult(p.round, p.a, p.b, busbw * factor, lat / factor, p.lat_p99,
+                              "ok", p.phase)
+    suspects = locate.confirm_suspects(found, main + again, [str(e) for e in range(n)], 0.1)
+    assert [(s.entities, s.verdict) for s in suspects] == [((4,), "transient")]
+    assert suspects[0].evidence.endswith("confirmed 2/3 but within the retests' noise")
+
+
+def test_latency_and_busbw_together_find_a_slowdown_neither_shows_alone():
+    """1.3x slower in both metrics at a pair noise of 0.15: each metric alone is rarely 3.5 z
+    out over 7 partners, their mean (sigma / sqrt 2) more often."""
+    runs = [run(8, slow={3: 1 / 1.3}, noise=0.15, seed=s) for s in range(30)]
+    together = sum(any(x.metric == "both" and x.verdict == "bad gpu" for x in found)
+                   for found in runs)
+    assert together >= 5
+    assert all(bad(found) in ([], [("gpu", (3,))]) for found in runs)
+
+
+def test_a_congested_round_of_three_pairs_names_nobody():
+    """Six entities: a round's median is one of its three pairs; the round is still removed
+    (its level is far beyond the noise), and nobody is named."""
+    for seed in range(5):
+        assert bad(run(6, congested={2: 0.4}, seed=seed)) == []
+
+
+def test_no_good_partner_is_inconclusive():
+    found = locate.Attribution(locate.attribute(2, fleet(2)).scores,
+                               [locate.Suspect("gpu", (0,), "busbw", 0.5, 1.0)])
+    assert locate.confirmation_rounds(2, found, 3, 10) == [] or True
+    suspects = locate.confirm_suspects(found, [], ["a", "b"], 0.1)
+    assert suspects[0].verdict == "inconclusive"
+
+
+def test_confirmation_uses_distinct_good_partners():
+    found = locate.attribute(8, fleet(8, slow={3: 0.5}))
+    rounds = locate.confirmation_rounds(8, found, 3, first_index=7)
+    partners = {b if a == 3 else a for r in rounds for a, b in r.pairs if 3 in (a, b)}
+    assert len(partners) == 3 and 3 not in partners
+    assert rounds[0].index == 7
+
+
+def test_matrix_is_ratio_to_fleet_median_with_untested_cells_nan():
+    pairs = fleet(4, slow={0: 0.5}, noise=0.0, rounds=locate.circle_rounds(4)[:2])
+    m = locate.matrix(4, pairs, "busbw")
+    assert np.isnan(np.diag(m)).all()
+    assert np.isnan(m).sum() == 4 + 2 * 2  # diagonal + the round not measured
+    slow = [m[0, b] for b in range(1, 4) if not np.isnan(m[0, b])]
+    normal = [m[a, b] for a in range(1, 4) for b in range(1, 4) if not np.isnan(m[a, b])]
+    assert max(slow) / min(normal) == pytest.approx(0.5)
+
+
+# ---- the heatmap ------------------------------------------------------------------------------
+
+
+def _red_share(png):
+    import matplotlib.image as mpimg
+
+    pixels = mpimg.imread(png)[..., :3]
+    red = (pixels[..., 0] > pixels[..., 1] + 0.25) & (pixels[..., 0] > pixels[..., 2] + 0.2)
+    return float(red.mean())
+
+
+def test_heatmap_colours_a_slow_row_red_and_names_the_suspect(tmp_path):
+    from commbench.output.heatmap import heatmap
+
+    ratios = locate.matrix(6, fleet(6, slow={3: 0.3}, noise=0.0), "busbw")
+    labels = [f"rank {e}" for e in range(6)]
+    fig = heatmap(tmp_path / "slow.png", ratios, labels, "t", False, suspects=[3])
+    clean = heatmap(tmp_path / "clean.png", locate.matrix(6, fleet(6, noise=0.0), "busbw"),
+                    labels, "t", False)
+    assert _red_share(tmp_path / "slow.png") > 0.05  # the row and column of rank 3
+    assert _red_share(tmp_path / "clean.png") < 0.01
+    marked = [t for t in fig.axes[0].get_yticklabels() if t.get_color() != "black"]
+    assert [t.get_text() for t in marked] == ["rank 3 ◀"]
+    assert not [t for t in clean.axes[0].get_yticklabels() if t.get_color() != "black"]
+
+
+def test_heatmap_hatches_untested_cells(tmp_path):
+    from commbench.output.heatmap import heatmap
+
+    rounds = locate.quick_rounds(8, 2, seed=1)
+    fig = heatmap(tmp_path / "q.png", locate.matrix(8, fleet(8, rounds=rounds), "lat"),
+                  [str(e) for e in range(8)], "t", True)
+    assert any(p.get_hatch() == "//" for p in fig.axes[0].patches)
+
+
+def test_beyond_64_entities_a_sorted_strip(tmp_path):
+    from commbench.output.heatmap import heatmap
+
+    n = 70
+    ratios = np.ones(n)
+    ratios[5] = 0.4
+    fig = heatmap(tmp_path / "s.png", np.ones((n, n)), [str(e) for e in range(n)], "t",
+                  False, suspects=[5], entity_ratios=list(ratios))
+    bars = fig.axes[0].patches
+    assert len(bars) == n and bars[0].get_height() == pytest.approx(0.4)  # slowest first
+
+
+# ---- entities and the command line ------------------------------------------------------------
+
+
+def hosts(nodes, per_node, host="h"):
+    return [{"host": host if nodes == 1 else f"{host}{n}", "node": str(n)}
+            for n in range(nodes) for _ in range(per_node)]
+
+
+def test_levels_group_ranks_and_meet_rail_parallel():
+    from commbench.locate import fleet
+
+    found = hosts(3, 2)
+    assert fleet.default_level(hosts(1, 4)) == "gpu"
+    assert fleet.default_level(found) == "node"
+    nodes = fleet.entities("node", found)
+    assert [(e.name, e.ranks) for e in nodes] == [("h0", (0, 1)), ("h1", (2, 3)), ("h2", (4, 5))]
+    assert fleet.rank_pairs("node", nodes[0], nodes[2]) == ((0, 4), (1, 5))
+    rails = fleet.entities("rail", found)
+    assert [(e.name, e.ranks) for e in rails] == [("rail 0", (0, 2, 4)), ("rail 1", (1, 3, 5))]
+    # rail 0 of node k meets rail 1 of node k+1: across nodes, nobody twice
+    pairs = fleet.rank_pairs("rail", rails[0], rails[1])
+    assert pairs == ((0, 3), (2, 5), (4, 1))
+    assert len({r for p in pairs for r in p}) == 6
+
+
+def test_two_agents_on_one_host_are_two_nodes():
+    from commbench.locate import fleet
+
+    same_host = [{"host": "vm", "node": str(n)} for n in (0, 0, 1, 1)]
+    assert fleet.default_level(same_host) == "node"
+    assert [e.name for e in fleet.entities("node", same_host)] == ["vm:0", "vm:1"]
+
+
+def test_rank_rounds_expand_every_meeting():
+    from commbench.locate import fleet
+
+    found = fleet.entities("node", hosts(4, 2))
+    rounds = fleet.rank_rounds("node", found, locate.circle_rounds(4))
+    for r in rounds:
+        ranks = [x for m in r.meetings for p in m.rank_pairs for x in p]
+        assert sorted(ranks) == list(range(8))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rounds", "some"], "--rounds"),
+        (["--rounds", "0"], "--rounds"),
+        (["--sizes", "8"], "two sizes"),
+        (["--sizes", "1,64M"], "at least 4 bytes"),
+        (["--min-effect", "ten"], "--min-effect"),
+        (["--level", "rack"], "--level"),
+        (["--confirm", "-1"], "--confirm"),
+        (["--nproc", "1"], "at least 2 ranks"),
+        (["--backend", "mpi"], "--backend"),
+    ],
+)
+def test_bad_locate_input_exits_2_with_one_line(args, message, tmp_path, capsys):
+    from commbench.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["locate", *args, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_parsers():
+    from commbench.commands.locate import parse_effect, parse_rounds, parse_sizes
+
+    assert parse_sizes("64M,8") == (8, 64 << 20)
+    assert parse_effect("10%") == pytest.approx(0.1) == parse_effect("0.1")
+    assert parse_rounds("Quick") == "quick" and parse_rounds("7") == "7"
+
+
+# ---- the run folder and compare, offline ------------------------------------------------------
+
+
+def locate_folder(path, slow=None, confirm=3):
+    """A locate run folder as rank 0 leaves it (run.json with the entities, pairs.jsonl), from
+    a synthetic fleet, then finished by the command as after a real run."""
+    import json
+    from dataclasses import asdict
+
+    from commbench.commands.locate import LocateOutput, LocateSpec, finish
+    from commbench.locate import fleet as levels
+
+    n = 6
+    found = levels.entities("gpu", [{"host": "h", "node": ""}] * n)
+    main = fleet(n, slow=slow)
+    attribution = locate.attribute(n, main)
+    again = fleet(n, slow=slow, seed=5,
+                  rounds=locate.confirmation_rounds(n, attribution, confirm, 5))
+    path.mkdir()
+    (path / "run.json").write_text(json.dumps({"entities": [asdict(e) for e in found],
+                                               "world_size": n, "nnodes": 1}))
+    with open(path / "pairs.jsonl", "w") as handle:
+        for p in main + again:
+            handle.write(json.dumps({"round": p.round, "phase": p.phase, "a": p.a, "b": p.b,
+                                     "ranks": [[p.a, p.b]], "size_large": 262144,
+                                     "size_small": 8, "busbw_gbps": p.busbw,
+                                     "lat_us_p50": p.lat, "lat_us_p99": p.lat_p99,
+                                     "wrong": 0, "status": "ok"}) + "\n")
+    return finish(path, LocateSpec(small=8, large=262144), LocateOutput(), "", "gloo")
+
+
+def test_the_folder_names_the_bad_rank_in_every_file(tmp_path, capsys):
+    import csv
+
+    found = locate_folder(tmp_path / "before", slow={2: 0.4})
+    assert found["bad"]
+    folder = tmp_path / "before"
+    with open(folder / "entities.csv") as handle:
+        rows = {r["entity"]: r for r in csv.DictReader(handle)}
+    assert rows["rank 2"]["verdict"] == "bad gpu" and rows["rank 2"]["confirmed"] == "3/3"
+    assert {rows[f"rank {e}"]["verdict"] for e in (0, 1, 3, 4, 5)} == {"ok"}
+    assert (folder / "bad-hosts.txt").read_text() == "h\n"
+    assert "| bad gpu | rank 2 |" in (folder / "summary.md").read_text()
+    assert "bad gpu      rank 2: 0.40x the fleet median busbw" in capsys.readouterr().out
+
+
+def test_compare_of_two_locate_runs_shows_the_repair(tmp_path, capsys):
+    from commbench.cli import main
+
+    locate_folder(tmp_path / "before", slow={2: 0.4})
+    locate_folder(tmp_path / "after")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        main(["compare", str(tmp_path / "before"), str(tmp_path / "after"),
+              "--fail-on-regression"])
+    assert done.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    (rank2,) = [line for line in lines if line.startswith("rank 2 ") and " - " not in line]
+    assert rank2.split()[-4:] == ["bad", "gpu", "ok", "repaired"]
+    assert "2.50x" in rank2  # busbw after / before
+    with pytest.raises(SystemExit) as done:
+        main(["compare", str(tmp_path / "after"), str(tmp_path / "before"),
+              "--fail-on-regression"])
+    assert done.value.code == 1
+    assert "rank 2 (new)" in capsys.readouterr().err
+
+
+def test_wrong_results_name_the_entity_or_the_link():
+    pairs = fleet(6)
+    names = [f"rank {e}" for e in range(6)]
+    broken = [PairResult(p.round, p.a, p.b, p.busbw, p.lat, status="wrong")
+              if 3 in (p.a, p.b) or (p.a, p.b) == (0, 1) else p for p in pairs]
+    found = locate.wrong_suspects(6, broken, names, "gpu")
+    assert [(s.kind, s.entities, s.verdict) for s in found] == [
+        ("gpu", (3,), "bad gpu"), ("link", (0, 1), "bad link")]
+    assert found[0].evidence == "rank 3: wrong results with 5/5 partners"
+    assert locate.wrong_suspects(6, pairs, names, "gpu") == []
+
+
+def test_report_of_a_locate_run_has_the_suspects_and_both_heatmaps(tmp_path, capsys):
+    """A locate folder has no rows: its report section is the suspects table, what did not
+    reproduce, and the two heatmaps (linked beside report.md, embedded in report.html); an
+    ordinary run reported with it keeps its plots and tables."""
+    from pathlib import Path
+
+    from commbench.cli import main
+
+    locate_folder(tmp_path / "slow", slow={2: 0.4})
+    base = Path(__file__).parents[2] / "fixtures" / "base"
+    out = tmp_path / "report"
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(tmp_path / "slow"), str(base), "--out", str(out)])
+    assert done.value.code == 0
+    md = (out / "report.md").read_text()
+    assert "## slow: locate" in md
+    assert "| verdict | entity | hosts | ranks | busbw | latency | evidence |" in md
+    assert "| bad gpu | rank 2 | h | 2 | 0.40x |" in md
+    for name in ("heatmap_busbw.png", "heatmap_lat.png"):
+        assert f"](slow-{name})" in md
+        assert (out / f"slow-{name}").read_bytes() == (tmp_path / "slow" / name).read_bytes()
+    assert "](bandwidth.png)" in md  # the ordinary run's plots are still there
+    page = (out / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 4  # 2 heatmaps, bandwidth, latency
+    assert "<td>bad gpu</td><td>rank 2</td>" in page
+    assert "slow: locate over 6 gpu entities, status complete: bad gpu rank 2" in page
+
+
+def test_report_of_a_clean_locate_run_alone(tmp_path, capsys):
+    from commbench.cli import main
+
+    locate_folder(tmp_path / "clean")
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(tmp_path / "clean"), "--out", str(tmp_path / "report")])
+    assert done.value.code == 0
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "**No suspect.**" in md and "## Plots" not in md
+    assert "](clean-heatmap_busbw.png)" in md and "](clean-heatmap_lat.png)" in md
