@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench compat clean
+.PHONY: run test lint docs bench compat clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -15,12 +15,21 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(BIN)/commbench allreduce
 
+# The import contracts (pyproject.toml [tool.importlinter]) and the manual's strict build run
+# with the tests, so a back-edge or a broken docs link fails CI like a failing test.
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+# The manual (docs/, mkdocs-material) into site/; `make docs SERVE=1` serves it live.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs $(if $(SERVE),serve,build --strict --site-dir site)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
@@ -31,4 +40,4 @@ compat: $(STAMP)
 	$(BIN)/python scripts/compat.py $(if $(RELEASES),--releases $(RELEASES))
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache site

@@ -5,8 +5,9 @@ from typing import Optional
 
 import typer
 
-from commbench.commands.locate import LocateSpec
+from commbench.cli import options
 from commbench.core.sizes import format_size
+from commbench.specs.locate import LocateOutput, LocateSpec
 
 DEFAULTS = LocateSpec()  # every default stated once, in the spec
 
@@ -32,23 +33,21 @@ def register(app: typer.Typer) -> None:
         nproc: Optional[int] = typer.Option(  # noqa: UP045
             None, "--nproc", help="Local ranks to start (default: one per GPU, else 4; not "
             "under a launcher)."),
-        timeout: float = typer.Option(
-            DEFAULTS.timeout, "--timeout", "-T", help="Seconds a pair (or the rendezvous) may "
-            "take before the run fails naming it."),
+        timeout: float = options.timeout(
+            DEFAULTS.timeout, "Seconds a pair (or the rendezvous) may take before the run "
+            "fails naming it."),
         backend: str = typer.Option(DEFAULTS.backend, "--backend", help="nccl, gloo or auto."),
         seed: int = typer.Option(DEFAULTS.seed, "--seed", help="Shuffle of --rounds quick."),
-        out: str = typer.Option("results", "--out", help="Results root."),
-        name: Optional[str] = typer.Option(None, "--name", help="Run folder name."),  # noqa: UP045
-        force: bool = typer.Option(False, "--force", help="Replace a folder named --name."),
-        json_out: bool = typer.Option(False, "--json", help="One JSON object on the last line "
-                                      "of stdout (the table goes to stderr)."),
+        out: str = options.results_root(),
+        name: Optional[str] = options.run_name(),  # noqa: UP045
+        force: bool = options.force(),
+        json_out: bool = options.json_output(),
     ) -> None:
         """Find the slow GPU, node, rail or link: every pair of entities measured in concurrent
         rounds (bidirectional p2p), an N x N matrix and heatmap, suspects named with their
         evidence and retested against known-good partners. Exit 0: no suspect; 1: a confirmed
         suspect; 3: the run failed (partial matrix kept)."""
         from commbench.commands.locate import (
-            LocateOutput,
             parse_effect,
             parse_rounds,
             parse_sizes,

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from commbench import collectives
-from commbench.cli import op_options
+from commbench.cli import op_options, options
 from commbench.core.errors import UsageError
 from commbench.specs.measure import (
     BACKENDS,
@@ -139,10 +139,8 @@ def _measuring_options(
         DEFAULTS.host_timer, "--host-timer", help="CUDA: time with the host clock around a "
         "synchronize (nccl-tests' method) instead of CUDA events."
     ),
-    timeout: float = typer.Option(
-        DEFAULTS.timeout, "--timeout", "-T",
-        help="Seconds before a hung collective ends the run."
-    ),
+    timeout: float = options.timeout(
+        DEFAULTS.timeout, "Seconds before a hung collective ends the run."),
     mesh: Optional[str] = typer.Option(  # noqa: UP045
         None, "--mesh", help="Lay the ranks out as a device mesh, e.g. dp=2,tp=4 (row-major, "
         "the last dimension contiguous)."),
@@ -155,16 +153,12 @@ def _measuring_options(
     per_group: bool = typer.Option(
         DEFAULTS.per_group, "--per-group", help="A row per group as well; the summary names a "
         "group 1.5x slower than the median group."),
-    out: str = typer.Option(OUTPUT_DEFAULTS.out, "--out", help="Results root folder."),
-    name: Optional[str] = typer.Option(  # noqa: UP045
-        OUTPUT_DEFAULTS.name, "--name", help="Run name (folder name)."
-    ),
-    force: bool = typer.Option(OUTPUT_DEFAULTS.force, "--force",
-                               help="Replace the folder of an existing --name."),
-    json_rows: bool = typer.Option(OUTPUT_DEFAULTS.json_rows, "--json",
-                                   help="JSON Lines on stdout (one object per row; jq, python "
-                                   "-m json.tool --json-lines), no table; warnings stay on "
-                                   "stderr."),
+    out: str = options.results_root(OUTPUT_DEFAULTS.out),
+    name: Optional[str] = options.run_name(),  # noqa: UP045
+    force: bool = options.force(),
+    json_rows: bool = options.json_output(
+        "JSON Lines on stdout (one object per row; jq, python -m json.tool --json-lines), no "
+        "table; warnings stay on stderr."),
     quiet: bool = typer.Option(OUTPUT_DEFAULTS.quiet, "--quiet", "-q", help="No progress bar."),
     dry_run: bool = typer.Option(
         OUTPUT_DEFAULTS.dry_run, "--dry-run", help="Print the sizes, element counts and "

@@ -5,7 +5,8 @@ from typing import Optional
 
 import typer
 
-from commbench.commands.replay import ReplayOutput, ReplaySpec
+from commbench.cli import options
+from commbench.specs.replay import ReplayOutput, ReplaySpec
 
 DEFAULTS = ReplaySpec()  # every default stated once, in the spec
 
@@ -31,18 +32,17 @@ def register(app: typer.Typer) -> None:
         nproc: Optional[int] = typer.Option(  # noqa: UP045
             DEFAULTS.nproc, "--nproc", help="Local ranks to start (default: the trace's world "
             "size; not under a launcher)."),
-        timeout: float = typer.Option(
-            DEFAULTS.timeout, "--timeout", "-T", help="Seconds a call (or the rendezvous) may "
-            "take before the run fails naming it."),
+        timeout: float = options.timeout(
+            DEFAULTS.timeout, "Seconds a call (or the rendezvous) may take before the run "
+            "fails naming it."),
         backend: str = typer.Option(DEFAULTS.backend, "--backend", help="gloo, nccl or auto "
                                     "(the trace's backend)."),
         warmup: int = typer.Option(DEFAULTS.warmup, "--warmup", help="Untimed replays of the "
                                    "first step before the timed ones."),
-        out: str = typer.Option("results", "--out", help="Results root."),
-        name: Optional[str] = typer.Option(None, "--name", help="Run folder name."),  # noqa: UP045
-        force: bool = typer.Option(False, "--force", help="Replace a folder named --name."),
-        json_out: bool = typer.Option(False, "--json", help="One JSON object on the last line "
-                                      "of stdout (the table goes to stderr)."),
+        out: str = options.results_root(),
+        name: Optional[str] = options.run_name(),  # noqa: UP045
+        force: bool = options.force(),
+        json_out: bool = options.json_output(),
     ) -> None:
         """Replay a recorded trace's calls with real collectives (same sizes, dtypes, groups
         and order, asynchronous where they were) and report per op and per step three times:

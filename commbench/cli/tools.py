@@ -5,6 +5,7 @@ from typing import Optional
 
 import typer
 
+from commbench.cli import options
 from commbench.specs.measure import BACKENDS, OUTPUT_DEFAULTS, parse_list
 
 
@@ -14,8 +15,7 @@ def register(app: typer.Typer) -> None:
         nproc: Optional[int] = typer.Option(  # noqa: UP045
             None, "--nproc", help="Local ranks to start (default 2; not under a launcher)."
         ),
-        timeout: float = typer.Option(30.0, "--timeout", "-T",
-                                      help="Seconds to wait for every rank."),
+        timeout: float = options.timeout(30.0, "Seconds to wait for every rank."),
         backend: str = typer.Option("auto", "--backend",
                                     help="Backend(s) to try; auto: nccl with GPUs, else gloo."),
         json_out: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
@@ -156,10 +156,9 @@ def register(app: typer.Typer) -> None:
                 None, "--op", help="The op, when the file does not name it (allreduce, ...)."),
             world_size: Optional[int] = typer.Option(  # noqa: UP045
                 None, "--world-size", help="Ranks, when the file does not say."),
-            out: str = typer.Option(OUTPUT_DEFAULTS.out, "--out", help="Results root folder."),
-            name: Optional[str] = typer.Option(  # noqa: UP045
-                None, "--name", help="Run name (folder name)."),
-            force: bool = typer.Option(False, "--force", help="Replace an existing --name."),
+            out: str = options.results_root(OUTPUT_DEFAULTS.out),
+            name: Optional[str] = options.run_name(),  # noqa: UP045
+            force: bool = options.force(),
         ) -> None:
             from commbench.commands.imports import run_import
 

@@ -8,6 +8,7 @@ unless --allow-partial says that is expected.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -21,9 +22,9 @@ STYLES = {"slower": "red", "faster": "green", "noisy": "yellow"}
 def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str | None,
                 fail_on_regression: bool, markdown: str | None, json_rows: bool,
                 out: str | None, allow_partial: bool = False) -> int:
-    from commbench.commands.locate_compare import is_locate_run, run_locate_compare
     from commbench.output import console as tables
     from commbench.output.tables import Layout
+    from commbench.results.locate import is_locate_run
 
     if paths and all(is_locate_run(path) for path in paths):  # locate runs: per entity
         return run_locate_compare(paths, json_rows, fail_on_regression)
@@ -138,3 +139,28 @@ def _plain(value):
     if isinstance(value, float) and value != value:
         return None
     return value
+
+
+def run_locate_compare(paths: list[str], json_rows: bool, fail_on_regression: bool) -> int:
+    from commbench.compare.locate import compare, load
+    from commbench.output.locate import compare_lines
+
+    if len(paths) != 2:
+        raise UsageError("compare of locate runs takes two folders: BEFORE AFTER")
+    before, after = (load(p) for p in paths)
+    if before["level"] != after["level"]:
+        raise UsageError(f"{paths[0]} is at {before['level']} level and {paths[1]} at "
+                         f"{after['level']}: their entities cannot be paired")
+    rows = compare(before, after)
+    if json_rows:
+        for row in rows:
+            print(json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                              for k, v in row.items()}))
+    else:
+        for line in compare_lines(rows, paths):
+            print(line)
+    worse = [r for r in rows if r["change"] in ("new", "still bad")]
+    if worse:
+        print(f"warning: {len(worse)} entit(ies) or link(s) bad in {paths[1]}: "
+              + ", ".join(f"{r['entity']} ({r['change']})" for r in worse), file=sys.stderr)
+    return EXIT_FINDING if worse and fail_on_regression else EXIT_OK

@@ -17,43 +17,25 @@ import json
 import math
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from commbench.core.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
 from commbench.core.sizes import format_size, parse_size
+from commbench.results.locate import (
+    ENTITIES_CSV,
+    ENTITY_COLUMNS,
+    PAIR_COLUMNS,
+    PAIRS_CSV,
+    PairSink,
+    read_pairs,
+)
+from commbench.specs.locate import LEVELS, LocateOutput, LocateSpec
 
 if TYPE_CHECKING:
     from commbench.locate.attribution import PairResult
 
-PAIRS_JSONL = "pairs.jsonl"
-LEVELS = ("gpu", "node", "rail")
-
-
-@dataclass(frozen=True)
-class LocateSpec:
-    """locate's options, every default stated once."""
-
-    level: str | None = None  # None: gpu on one node, node on several (SPEC §8)
-    rounds: str = "full"  # full | quick | K
-    small: int = 8  # bytes: latency
-    large: int = 64 << 20  # bytes: bandwidth
-    confirm: int = 3
-    min_effect: float = 0.10
-    nproc: int | None = None
-    timeout: float = 300.0
-    backend: str = "auto"
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class LocateOutput:
-    out: str = "results"
-    name: str | None = None
-    force: bool = False
-    json_out: bool = False
-    command_line: tuple[str, ...] = field(default_factory=tuple)
 
 
 def parse_rounds(text: str) -> str:
@@ -143,28 +125,6 @@ def pair_result(record: dict) -> PairResult:
     busbw = record.get("busbw_p10_gbps", record["busbw_gbps"])
     return PairResult(record["round"], record["a"], record["b"], busbw, latency,
                       record["lat_us_p99"], record["status"], record["phase"])
-
-
-class PairSink:
-    """Rank 0's sink: run.json (through the run writer) and one pairs.jsonl line per pair."""
-
-    def __init__(self, writer) -> None:
-        self.writer = writer
-        self._file = None
-
-    def begin(self, meta: dict) -> None:
-        self.writer.begin(meta, 0)
-
-    def pair(self, record: dict) -> None:
-        if self._file is None:
-            self._file = open(self.writer.path / PAIRS_JSONL, "a", buffering=1)  # noqa: SIM115
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
 
 # ---- the command ------------------------------------------------------------------------------
@@ -265,18 +225,10 @@ def _run_local(job, sink, world: int) -> None:
 
 
 def _run_external(env, job, sink) -> bool:
-    from commbench.commands.measure import as_external_rank
+    from commbench.launch.external import as_external_rank
     from commbench.locate.rank import run_locate_rank
 
     return as_external_rank(env, lambda: run_locate_rank(env, job, sink))
-
-
-def read_pairs(path: Path) -> list[dict]:
-    try:
-        lines = (path / PAIRS_JSONL).read_text().splitlines()
-    except OSError:
-        return []
-    return [json.loads(line) for line in lines if line.strip()]
 
 
 def finish(path: Path, spec: LocateSpec, output: LocateOutput, error: str,
@@ -396,14 +348,6 @@ def _entity_rows(found: list, attribution, judged) -> list[dict]:
     return rows
 
 
-ENTITY_COLUMNS = ("entity", "kind", "host", "ranks", "partners", "busbw_ratio", "busbw_z",
-                  "lat_ratio", "lat_z", "votes", "confirmed", "verdict")
-PAIR_COLUMNS = ("round", "phase", "entity_a", "entity_b", "hosts", "ranks", "size_large",
-                "busbw_gbps", "busbw_ci_lo", "busbw_ci_hi", "busbw_p10_gbps", "size_small",
-                "lat_us_min",
-                "lat_us_p50", "lat_us_p99", "wrong", "status")
-
-
 def _write_files(path: Path, found: list, records: list[dict], view: dict, head: dict,
                  meta: dict) -> None:
     from commbench.locate import attribution as locate
@@ -417,8 +361,8 @@ def _write_files(path: Path, found: list, records: list[dict], view: dict, head:
         rows.append({**r, "entity_a": labels[r["a"]], "entity_b": labels[r["b"]],
                      "hosts": ";".join(dict.fromkeys((*a.hosts, *b.hosts))),
                      "ranks": ";".join(f"{x}-{y}" for x, y in r["ranks"])})
-    write_csv(path / "pairs.csv", rows, PAIR_COLUMNS)
-    write_csv(path / "entities.csv", view["entities"], ENTITY_COLUMNS)
+    write_csv(path / PAIRS_CSV, rows, PAIR_COLUMNS)
+    write_csv(path / ENTITIES_CSV, view["entities"], ENTITY_COLUMNS)
     pairs = [pair_result(r) for r in records]
     n = len(found)
     for metric in ("busbw", "lat"):

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from commbench import collectives
 from commbench.collectives.base import OpContext
+from commbench.core.dtypes import ITEMSIZE
 from commbench.core.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
-from commbench.specs.measure import ITEMSIZE, MeasureSpec, OutputSpec, resolve_layout, validate
+from commbench.specs.measure import MeasureSpec, OutputSpec, resolve_layout, validate
 
 CPU_MEMORY_SHARE = 0.8  # leave room for the OS, torch and the check's chunks
 SHOWN_NOTES = 5  # unstable sizes listed on the console; summary.md has them all
@@ -118,6 +119,9 @@ def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
     writer = results.RunWriter(path, {"name": path.name,
                                       "command_line": list(output.command_line)})
     writer.start()  # run.json from the first moment: a run that never starts says so
+    for name in spec.ops:  # the ops' own files (alltoallv's split matrices), before any rank
+        for file, text in collectives.get(name).run_files(spec, world).items():
+            writer.file(file, text)
     sink = _sink(output, writer)
     try:
         if env is not None:
@@ -188,34 +192,11 @@ class Launch:
 
 
 def _run_external(spec: MeasureSpec, env, sink) -> int:
+    from commbench.launch.external import as_external_rank
     from commbench.measure.worker import run_rank
 
     as_external_rank(env, lambda: run_rank(env, spec, sink))
     return EXIT_OK
-
-
-def as_external_rank(env, body):
-    """Run ``body()`` as one rank of an external launcher's job (measure and locate alike);
-    returns what it returns.
-    Ctrl-C and SIGTERM (a scheduler's time limit) end it as an Interrupted run, so that rank
-    0 still finishes the folder; a failure names this rank."""
-    import signal
-
-    from commbench.launch import pin_interfaces
-
-    def stopped(signum, frame):
-        raise Interrupted("stopped by SIGTERM", exit_code=128 + signum)
-
-    pin_interfaces(env)
-    previous = signal.signal(signal.SIGTERM, stopped)
-    try:
-        return body()
-    except KeyboardInterrupt:
-        raise Interrupted("interrupted") from None
-    except RunFailed as failure:
-        raise RunFailed(f"rank {env.rank}: {failure}") from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def finish(path: Path, status: str, error: str = ""):

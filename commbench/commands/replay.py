@@ -15,57 +15,19 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 from commbench.core.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
-
-REPLAYED_JSONL = "replayed.jsonl"
-REPLAY_CSV = "replay.csv"
-RANKS_CSV = "replay_ranks.csv"
-STEPS_CSV = "replay_steps.csv"
-CHART = "replay.png"
-
-
-@dataclass(frozen=True)
-class ReplaySpec:
-    """replay's options, every default stated once."""
-
-    trace: str = ""
-    steps: str | None = None  # None: every step after the first (replay.plan)
-    curves: str | None = None  # None: this launch's quick sweep at the trace's sizes
-    gaps: str = "none"  # none | recorded
-    nproc: int | None = None  # None: the trace's world size
-    timeout: float = 300.0
-    backend: str = "auto"  # auto: the trace's backend
-    warmup: int = 1
-
-
-@dataclass(frozen=True)
-class ReplayOutput:
-    out: str = "results"
-    name: str | None = None
-    force: bool = False
-    json_out: bool = False
-    command_line: tuple[str, ...] = field(default_factory=tuple)
-
-
-class ReplaySink:
-    """Rank 0's sink: run.json (through the run writer) and one replayed.jsonl line per rank."""
-
-    def __init__(self, writer) -> None:
-        self.writer = writer
-
-    def begin(self, meta: dict) -> None:
-        self.writer.begin(meta, 0)
-
-    def results(self, records: list[dict]) -> None:
-        with open(self.writer.path / REPLAYED_JSONL, "w") as out:
-            for record in records:
-                out.write(json.dumps(record) + "\n")
-
-    def close(self) -> None:
-        pass
+from commbench.results.replay import (
+    CHART,
+    RANKS_CSV,
+    REPLAY_CSV,
+    STEPS_CSV,
+    ReplaySink,
+    read_replayed,
+)
+from commbench.specs.replay import ReplayOutput, ReplaySpec
 
 
 def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
@@ -197,18 +159,10 @@ def _run_local(job, sink, world: int) -> None:
 
 
 def _run_external(env, job, sink) -> None:
-    from commbench.commands.measure import as_external_rank
+    from commbench.launch.external import as_external_rank
     from commbench.replay.rank import run_replay_rank
 
     as_external_rank(env, lambda: run_replay_rank(env, job, sink))
-
-
-def read_replayed(path: Path) -> dict:
-    from commbench.replay.figures import RankResult
-
-    lines = (path / REPLAYED_JSONL).read_text().splitlines()
-    found = [RankResult.from_json(json.loads(line)) for line in lines if line.strip()]
-    return {result.rank: result for result in found}
 
 
 def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job,
@@ -217,10 +171,11 @@ def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job,
     from commbench import results
     from commbench.output import replay as render
     from commbench.output.console import say, terminal_width
-    from commbench.replay.figures import mismatches, summarise
+    from commbench.replay.figures import RankResult, mismatches, summarise
     from commbench.replay.price import isolated_prices
 
-    replayed = {rank: r for rank, r in read_replayed(path).items() if rank in trace.ranks}
+    found = [RankResult.from_json(record) for record in read_replayed(path)]
+    replayed = {r.rank: r for r in found if r.rank in trace.ranks}
     pricer, run_name = curves
     price = pricer if pricer is not None else isolated_prices(trace, job.plan, replayed)
     summary = summarise(trace, job.plan, replayed, price)

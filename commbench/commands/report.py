@@ -6,11 +6,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from commbench.commands.locate_compare import is_locate_run
 from commbench.compare.launches import pooled_run
 from commbench.compare.runs import compare_runs, incomplete_runs
 from commbench.core.errors import EXIT_OK, UsageError
 from commbench.results import JSONL, Run, load_run, read_meta
+from commbench.results.locate import is_locate_run
 
 
 def run_report(paths: list[str], out: str) -> int:

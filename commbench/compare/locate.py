@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -86,3 +87,15 @@ def _row(kind, name, before, after, verdict_before, verdict_after) -> dict:
             "lat_ratio": after[1] / before[1] if before[1] > 0 else math.nan,
             "before": verdict_before, "after": verdict_after,
             "change": change(verdict_before, verdict_after)}
+
+
+def load(path: str | Path) -> dict:
+    """A locate run as the comparison needs it: pairs, entity names, verdicts, level."""
+    from commbench.results import read_meta
+    from commbench.results.locate import read_pairs, read_verdicts
+
+    folder = Path(path)
+    meta = read_meta(folder)
+    names = [e["name"] for e in meta.get("entities", [])]
+    return {"records": read_pairs(folder), "names": names, "verdicts": read_verdicts(folder),
+            "level": (meta.get("entities") or [{}])[0].get("kind", "?")}

@@ -22,15 +22,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from commbench import collectives
+from commbench.core.dtypes import ITEMSIZE
 from commbench.core.errors import UsageError
 from commbench.core.stats import instability, summarize
 from commbench.results.schema import Row
-from commbench.specs.measure import ITEMSIZE
 
 NAN = float("nan")  # a statistic the file does not print
 
 # commbench's dtypes plus the ones the tools know and commbench does not measure.
-ITEMSIZES = {**ITEMSIZE, "uint32": 4, "uint64": 8, "float8_e4m3": 1, "float8_e5m2": 1}
+ITEMSIZES = ITEMSIZE  # core.dtypes: the one table
 
 
 class ImportFormatError(UsageError):

@@ -23,12 +23,11 @@ import torch.distributed as dist
 from commbench.collectives.base import Collective, OpContext
 from commbench.core.errors import Interrupted
 from commbench.core.stats import median_ci
-from commbench.engine import facts
+from commbench.engine import scaffold
 from commbench.engine.failures import RankFailure, diagnosed
 from commbench.engine.faults import Injector
 from commbench.engine.session import Session
 from commbench.engine.timers import HostTimer
-from commbench.results import now
 
 
 @dataclass(frozen=True)
@@ -71,22 +70,15 @@ def run_locate_rank(env, job: LocateJob, sink=None) -> bool:
     on every rank, whether rank 0 found something bad: under torchrun each node's agent must
     exit alike, or those whose ranks exit 0 wait in torch's exit barrier (300 s) for the one
     whose rank 0 exits 1."""
-    session = Session(env, job.timeout, (job.backend,), job.device == "cuda")
-    sink = sink if env.rank == 0 else None
-    try:
-        session.join()
+    with scaffold.rank(env, job.timeout, (job.backend,), job.device == "cuda", sink) as this:
+        session = this.session
         hosts = session.describe_hosts([job.device])
         found, rounds = _shared(session, lambda: job.plan(hosts))
-        runner = _Runner(session, job, sink)
+        runner = _Runner(session, job, this.sink)
         started = time.perf_counter()
         runner.groups(rounds)
-        if sink is not None:
-            sink.begin({"status": "running", "start_time": now(), "launcher": env.launcher,
-                        "world_size": session.world, "nnodes": session.nnodes,
-                        "hosts": sorted({h["host"] for h in hosts}), "ranks": hosts,
-                        "entities": found, "backends": [job.backend], "config": job.config,
-                        "versions": facts.versions(), "env": facts.relevant_env(),
-                        "groups_s": round(time.perf_counter() - started, 3)})
+        this.begin((job.backend,), job.config, entities=found,
+                   groups_s=round(time.perf_counter() - started, 3))
         runner.injector.install()  # after the control channel and the groups exist
         for round_ in rounds:
             runner.run(round_)
@@ -94,17 +86,8 @@ def run_locate_rank(env, job: LocateJob, sink=None) -> bool:
         runner.groups(more)
         for round_ in more:
             runner.run(round_)
-        bad = bool(_shared(session, lambda: job.verdict(found, runner.records))
-                   if job.verdict is not None else False)
-        session.at("done")
-        return bad
-    except RankFailure as failure:
-        session.report(failure)
-        raise
-    finally:
-        if sink is not None:
-            sink.close()
-        session.close()
+        return bool(_shared(session, lambda: job.verdict(found, runner.records))
+                    if job.verdict is not None else False)
 
 
 def _shared(session: Session, make: Callable):

@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from commbench import collectives
 from commbench.collectives.base import Collective, OpContext
+from commbench.core.dtypes import ITEMSIZE
 from commbench.core.sizes import format_size
 from commbench.core.stats import combine_ranks
 from commbench.engine.failures import RankFailure, diagnosed
@@ -39,7 +40,7 @@ from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
 from commbench.measure.progress import Visits
 from commbench.measure.rows import RowContext, build_row
 from commbench.results.schema import CUT_SHORT
-from commbench.specs.measure import ITEMSIZE, MeasureSpec
+from commbench.specs.measure import MeasureSpec
 
 REDUCE_OPS = {
     "sum": dist.ReduceOp.SUM,

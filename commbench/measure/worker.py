@@ -10,12 +10,10 @@ from __future__ import annotations
 import dataclasses
 import resource
 
-from commbench.engine import facts
-from commbench.engine.failures import RankFailure
+from commbench.engine import scaffold
 from commbench.engine.faults import Injector
 from commbench.engine.session import Session
 from commbench.measure.sweep import Sweep
-from commbench.results import now
 from commbench.specs.measure import MeasureSpec
 
 
@@ -25,47 +23,18 @@ def run_rank(env, spec: MeasureSpec, sink=None) -> None:
     A failure is reported to the store (where the local launcher reads it) and raised as a
     RankFailure, a RunFailed.
     """
-    session = Session(env, spec.timeout, spec.backends, spec.uses_cuda(), spec.bind)
-    sink = sink if env.rank == 0 else None
-    try:
-        session.join()
+    with scaffold.rank(env, spec.timeout, spec.backends, spec.uses_cuda(), sink,
+                       spec.bind) as this:
+        session = this.session
         session.describe_hosts([spec.device_for(b) for b in spec.backends])
         injector = Injector.from_env(env.rank)
-        sweep = Sweep(session, spec, sink, injector)
+        sweep = Sweep(session, spec, this.sink, injector)
         groups_s = sweep.prepare()
         injector.install()  # after the control channel and the groups exist
-        if sink is not None:
-            sink.begin({**run_meta(spec, session), "groups_s": round(groups_s, 3)},
-                       sweep.planned_rows())
+        this.begin(spec.backends, dataclasses.asdict(spec), sweep.planned_rows(),
+                   groups_s=round(groups_s, 3))
         sweep.run()
-        session.at("done")
-        _record_memory(session, sink)
-    except RankFailure as failure:
-        session.report(failure)
-        raise
-    finally:
-        if sink is not None:
-            sink.close()
-        session.close()
-
-
-def run_meta(spec: MeasureSpec, session: Session) -> dict:
-    """What run.json says about the run when it starts."""
-    return {
-        "status": "running",
-        "error": None,
-        "start_time": now(),
-        "end_time": None,
-        "launcher": session.env.launcher,
-        "world_size": session.world,
-        "nnodes": session.nnodes,
-        "hosts": sorted({h["host"] for h in session.hosts}),
-        "ranks": session.hosts,
-        "backends": list(spec.backends),
-        "config": dataclasses.asdict(spec),
-        "versions": facts.versions(),
-        "env": facts.relevant_env(),
-    }
+        _record_memory(session, this.sink)
 
 
 def _record_memory(session: Session, sink) -> None:

@@ -27,7 +27,7 @@ from commbench.model.fit import CurveFit, fit_curve, measured_curves, too_few_si
 from commbench.results.schema import is_combined
 
 if TYPE_CHECKING:
-    from commbench.model.estimate import StepSpec
+    from commbench.specs.estimate import StepSpec
 
 # p2p rows a pipeline term prefers: the one-way time of one message first.
 P2P_PATTERNS = ("pingpong", "unidir", "ring", "bidir")

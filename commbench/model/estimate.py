@@ -66,54 +66,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from commbench.core.dtypes import FLOATING, ITEMSIZE
 from commbench.core.errors import UsageError
 from commbench.core.sizes import parse_size
 from commbench.model.curves import EXTRAPOLATED, RunCurves
-from commbench.specs.measure import ITEMSIZE, parse_dtype
+from commbench.specs.estimate import StepSpec
+from commbench.specs.measure import parse_dtype
 
 ZERO_LEVELS = ("0", "1", "2", "3", "fsdp")
 PARALLELISMS = ("dp", "tp", "pp")
 # The training dtypes (gradients and activations): commbench's float dtypes, any spelling.
-FLOAT_DTYPES = ("bfloat16", "float16", "float32", "float64")
+FLOAT_DTYPES = FLOATING
 COUNT_UNITS = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 NO_OVERLAP = "assumes no overlap with compute"
-
-
-@dataclass(frozen=True)
-class StepSpec:
-    """One training step's layout, validated (see ``step_spec``)."""
-
-    params: float
-    dtype: str  # the row dtype name, e.g. bfloat16
-    dtype_bytes: int
-    dp: int = 1
-    tp: int = 1
-    pp: int = 1
-    zero: str = "0"  # 0 | 1 | 2 | 3 (fsdp is 3)
-    bucket_bytes: int = 25 << 20
-    first_bucket_bytes: int = 1 << 20
-    layers: int | None = None
-    hidden: int | None = None
-    seq: int | None = None
-    micro_batch: int = 1
-    micro_batches: int = 1
-    sequence_parallel: bool = False
-
-    @property
-    def params_per_rank(self) -> int:
-        return round(self.params / (self.tp * self.pp))
-
-    @property
-    def grad_bytes(self) -> int:
-        return self.params_per_rank * self.dtype_bytes
-
-    @property
-    def layers_per_stage(self) -> int | None:
-        return None if self.layers is None else self.layers // self.pp
-
-    @property
-    def activation_bytes(self) -> int:
-        return self.micro_batch * (self.seq or 0) * (self.hidden or 0) * self.dtype_bytes
 
 
 def parse_count(text: str) -> float:

@@ -37,7 +37,6 @@ from commbench.model.estimate import NO_OVERLAP, StepSpec
 from commbench.results.schema import is_combined
 from commbench.results.trace import ITEMSIZES, Call, Group, Trace
 
-P2P_OPS = ("send", "recv")
 BARRIER_SOURCE = "measured (barrier)"
 # RunCurves names a term by its parallelism; a trace's call has a group, not a parallelism.
 TERM = "group"
@@ -87,13 +86,13 @@ class CurvePricer:
             self._notes.append(text)
 
     def _price(self, call: Call, group: int) -> tuple[float | None, str]:
-        if call.op == "barrier":
+        if call.is_barrier:
             return self._barrier(group)
         if call.size_bytes <= 0:
             return 0.0, "empty call"
-        op = "p2p" if call.op in P2P_OPS else call.op
-        curve = self._for(call.dtype).curve(op, self._dimension(op, group),
-                                            2 if op == "p2p" else group)
+        # A message has two ends: it is priced on the p2p curve of a pair.
+        op, world = ("p2p", 2) if call.is_p2p else (call.op, group)
+        curve = self._for(call.dtype).curve(op, self._dimension(op, group), world)
         micros, source = curve.time_us(call.size_bytes)
         return micros * 1e-6, source
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from commbench.core.errors import UsageError
 from commbench.results.trace import Call, RankTrace, Trace, check_order
 
-P2P_OPS = ("send", "recv")
 GAPS = ("none", "recorded")
 # A short trace is replayed in whole passes until this many steps are timed: one step of a
 # busy machine can read 5x another (seen on the 2-core VM), and in situ is averaged alike.
@@ -161,7 +160,7 @@ def isolated_plan(trace: Trace, steps: list[int]) -> tuple[Item, ...]:
         if not members:
             continue
         sequences = {r: [c for c in trace.calls(r) if c.pg == name and c.step in wanted
-                         and c.op not in P2P_OPS] for r in members}
+                         and not c.is_p2p] for r in members}
         seen: set[tuple] = set()
         for index, call in enumerate(sequences[members[0]]):
             key = local_key(call)
@@ -183,9 +182,9 @@ def _p2p_items(trace: Trace, wanted: set[int]) -> list[Item]:
         for call in trace.calls(rank):
             if call.step not in wanted or call.peer is None:
                 continue
-            if call.op == "send":
+            if call.sends:
                 sends.setdefault((call.pg, rank, call.peer), []).append(call)
-            elif call.op == "recv":
+            elif call.receives:
                 recvs.setdefault((call.pg, call.peer, rank), []).append(call)
     items, seen = [], set()
     for (pg, src, dst), sent in sorted(sends.items()):

@@ -36,12 +36,11 @@ import torch.distributed as dist
 
 from commbench.core.errors import Interrupted
 from commbench.core.sizes import format_size
-from commbench.engine import facts
+from commbench.engine import scaffold
 from commbench.engine.failures import RankFailure, diagnosed
 from commbench.engine.faults import Injector
 from commbench.engine.session import Session
 from commbench.replay.calls import Binder, Bound
-from commbench.results import now
 from commbench.results.trace import Call, Trace
 
 if TYPE_CHECKING:  # the command's plan (replay.plan), handed in as data
@@ -63,21 +62,14 @@ class ReplayJob:
 
 def run_replay_rank(env, job: ReplayJob, sink=None) -> None:
     """Replay ``job`` as the rank ``env`` describes; rank 0 hands the results to ``sink``."""
-    session = Session(env, job.timeout, (job.backend,), job.device == "cuda")
-    sink = sink if env.rank == 0 else None
-    try:
-        session.join()
-        hosts = session.describe_hosts([job.device])
+    with scaffold.rank(env, job.timeout, (job.backend,), job.device == "cuda", sink) as this:
+        session = this.session
+        session.describe_hosts([job.device])
         replayer = _Replayer(session, job)
         started = time.perf_counter()
         replayer.make_groups()
-        if sink is not None:
-            sink.begin({"status": "running", "start_time": now(), "launcher": env.launcher,
-                        "world_size": session.world, "nnodes": session.nnodes,
-                        "hosts": sorted({h["host"] for h in hosts}), "ranks": hosts,
-                        "backends": [job.backend], "config": job.config,
-                        "versions": facts.versions(), "env": facts.relevant_env(),
-                        "groups_s": round(time.perf_counter() - started, 3)})
+        this.begin((job.backend,), job.config,
+                   groups_s=round(time.perf_counter() - started, 3))
         replayer.injector.install()  # after the control channel and the groups exist
         replayer.bind()
         for _ in range(job.warmup):
@@ -90,16 +82,8 @@ def run_replay_rank(env, job: ReplayJob, sink=None) -> None:
         result = {"rank": env.rank, "steps": steps, "isolated": isolated}  # a RankResult
         session.at("replay: handing the results to rank 0")
         gathered = session.control.objects(result)
-        if sink is not None:
-            sink.results(gathered)
-        session.at("done")
-    except RankFailure as failure:
-        session.report(failure)
-        raise
-    finally:
-        if sink is not None:
-            sink.close()
-        session.close()
+        if this.sink is not None:
+            this.sink.results(gathered)
 
 
 class _Replayer:

@@ -31,8 +31,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from commbench.core.dtypes import ITEMSIZE
 from commbench.core.errors import UsageError
-from commbench.specs.measure import ITEMSIZE
 
 FORMAT = "commbench-trace"
 VERSION = 1
@@ -42,8 +42,8 @@ TRACE_GLOB = "rank-*.jsonl"
 # map torch's collectives onto.
 OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall", "gather",
        "scatter", "barrier", "send", "recv")
-ITEMSIZES = {**ITEMSIZE, "bool": 1, "uint8": 1, "int16": 2, "complex64": 8, "float8_e4m3": 1,
-             "float8_e5m2": 1}
+P2P_OPS = ("send", "recv")
+ITEMSIZES = ITEMSIZE  # core.dtypes: the one table
 
 
 class TraceError(UsageError):
@@ -79,6 +79,24 @@ class Call:
     t_issue_ns: int | None = None
     t_end_ns: int | None = None
     dur_ns: int | None = None
+
+    # What a call's op means, said once here: the trace names torch's calls, and send/recv
+    # are the two ends of one message rather than a group's collective.
+    @property
+    def is_p2p(self) -> bool:
+        return self.op in P2P_OPS
+
+    @property
+    def sends(self) -> bool:
+        return self.op == "send"
+
+    @property
+    def receives(self) -> bool:
+        return self.op == "recv"
+
+    @property
+    def is_barrier(self) -> bool:
+        return self.op == "barrier"
 
     @property
     def itemsize(self) -> int:
@@ -273,7 +291,7 @@ def check_order(trace: Trace) -> list[str]:
     for name, group in sorted(trace.groups.items()):
         members = [rank for rank in group.ranks if rank in trace.ranks]
         sequences = {rank: [c.signature() for c in trace.ranks[rank].calls if c.pg == name
-                            and c.op not in ("send", "recv")]
+                            and not c.is_p2p]
                      for rank in members}
         if len({tuple(seq) for seq in sequences.values()}) <= 1:
             continue

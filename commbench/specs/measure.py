@@ -12,20 +12,11 @@ from dataclasses import dataclass, field
 
 from commbench import collectives
 from commbench.collectives.p2p import PATTERNS, WINDOW
+from commbench.core.dtypes import INTEGER, ITEMSIZE, MEASURED  # noqa: F401 (re-exported)
 from commbench.core.errors import UsageError
 
-DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
-INTEGER_DTYPES = frozenset({"int8", "uint8", "int32", "int64"})
-ITEMSIZE = {
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "float64": 8,
-    "int8": 1,
-    "uint8": 1,
-    "int32": 4,
-    "int64": 8,
-}
+DTYPES = MEASURED
+INTEGER_DTYPES = INTEGER
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
 RANK_TIMES = ("avg", "max", "min", "rank0")  # nccl-tests -a: 1 avg, 3 max, 2 min, 0 rank 0
 BACKENDS = ("gloo", "nccl")

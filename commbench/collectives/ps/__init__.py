@@ -45,6 +45,7 @@ from commbench.collectives.ps import options as ps_options
 from commbench.collectives.ps import synchronous as ps_sync
 from commbench.collectives.ps.options import modes_of
 from commbench.collectives.ps.synchronous import Counted, partitions, shard_bounds
+from commbench.core.dtypes import ITEMSIZE
 
 __all__ = ["COLLECTIVE", "Counted", "modes_of", "partitions", "shard_bounds", "traffic"]
 
@@ -93,8 +94,6 @@ def roles(world: int, servers: int) -> tuple[int, int]:
 
 def partition_elements(ctx: OpContext) -> int:
     """Elements of one partition (``--partition`` bytes, parsed by the CLI)."""
-    from commbench.specs.measure import ITEMSIZE  # config imports the registry: not at import time
-
     return max(1, int(ctx.option("partition", 4 << 20)) // ITEMSIZE[ctx.dtype])
 
 
@@ -290,8 +289,6 @@ class ParameterServer(Collective):
 
     def row_fields(self, ctx: OpContext, per_rank: Any, time_us: float = 0.0,
                    ) -> dict[str, Any]:
-        from commbench.specs.measure import ITEMSIZE  # config imports the registry
-
         workers, servers = self._roles(ctx)
         size_bytes = self._count * ITEMSIZE[ctx.dtype]
         fields: dict[str, Any] = {"workers": workers, "servers": servers,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from commbench.collectives.base import OpOption
+from commbench.core.dtypes import ITEMSIZE
 
 MODES = ("sync", "async")
 DEFAULT_PARTITION = "4M"  # BytePS's default partition bytes (BYTEPS_PARTITION_BYTES)
@@ -43,7 +44,6 @@ OPTIONS = (
 def refuse(spec: Any, world: int) -> None:
     """What ps cannot run, refused in one line before any process starts (torch-free)."""
     from commbench.core.errors import UsageError
-    from commbench.specs.measure import ITEMSIZE
 
     chosen = dict(spec.op_options)
     servers = int(chosen.get("servers", 1))

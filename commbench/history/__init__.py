@@ -1,0 +1,1 @@
+"""history: every run in one store, change points found (SPEC §11). Being built."""

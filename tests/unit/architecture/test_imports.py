@@ -1,0 +1,57 @@
+"""The architecture's rules, checked on the code as it is: what import-linter reads statically,
+and what a process really loads.
+
+import-linter's forbidden contract allows indirect imports because the collectives' descriptors
+import torch inside functions (a static chain model -> collectives -> torch that never runs);
+these tests load each torch-free package in a fresh interpreter and look at sys.modules, which
+is what a user of ``commbench compare`` on a laptop without torch depends on.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+TORCH_FREE = ("commbench.model.estimate", "commbench.model.fit", "commbench.model.trace_price",
+              "commbench.compare.runs", "commbench.compare.locate", "commbench.importers",
+              "commbench.results", "commbench.results.trace", "commbench.results.locate",
+              "commbench.specs.measure", "commbench.specs.locate", "commbench.specs.replay",
+              "commbench.specs.estimate", "commbench.history", "commbench.output.console",
+              "commbench.record", "commbench.cli")
+
+
+@pytest.mark.parametrize("module", TORCH_FREE)
+def test_loading_the_package_loads_no_torch(module):
+    probe = (f"import sys, {module}; "
+             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"{module} loaded torch: {done.stdout.strip()[:200]}"
+
+
+def test_the_import_contracts_hold_and_catch_a_back_edge(tmp_path):
+    """lint-imports passes on the tree, and fails on a copy with one planted back-edge (the
+    engine importing a command), so the contracts are not vacuous."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    if not lint.exists():
+        pytest.skip("import-linter is not installed in this environment")
+    clean = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert clean.returncode == 0, clean.stdout[-2000:]
+
+    import shutil
+
+    copy = tmp_path / "tree"
+    shutil.copytree(ROOT / "commbench", copy / "commbench",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    planted = copy / "commbench" / "engine" / "binding.py"
+    planted.write_text(planted.read_text() + "\nfrom commbench.commands import measure  # noqa\n")
+    broken = subprocess.run([str(lint)], capture_output=True, text=True, cwd=copy, timeout=300,
+                            env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
+    assert broken.returncode != 0
+    assert "commbench.engine.binding -> commbench.commands.measure" in broken.stdout
