@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from commbench.cli import locating, measuring, recording, replaying, tools
+from commbench.cli import history, locating, measuring, recording, replaying, tools
 from commbench.core.errors import EXIT_OK, EXIT_USAGE, CommbenchError
 
 app = typer.Typer(
@@ -51,6 +51,7 @@ tools.register(app)
 locating.register(app)
 recording.register(app)
 replaying.register(app)
+history.register(app)
 
 
 def _plain_metavars(command) -> None:

@@ -160,6 +160,7 @@ def _measuring_options(
         "JSON Lines on stdout (one object per row; jq, python -m json.tool --json-lines), no "
         "table; warnings stay on stderr."),
     quiet: bool = typer.Option(OUTPUT_DEFAULTS.quiet, "--quiet", "-q", help="No progress bar."),
+    history: Optional[str] = options.history_url(),  # noqa: UP045
     dry_run: bool = typer.Option(
         OUTPUT_DEFAULTS.dry_run, "--dry-run", help="Print the sizes, element counts and "
         "world-size rounding the sweep will use, then exit: nothing is launched or written."),
@@ -211,7 +212,7 @@ def _command_for(op: collectives.Collective | None, description: str):
     return command
 
 
-_OUTPUT_FIELDS = {"out", "name", "force", "json_rows", "quiet", "dry_run"}
+_OUTPUT_FIELDS = {"out", "name", "force", "json_rows", "quiet", "dry_run", "history"}
 # CLI option -> MeasureSpec field, for options whose text needs parsing.
 _PARSED = {
     "backend": ("backends", lambda text: parse_list(text, (*BACKENDS, "auto"), "backend")),

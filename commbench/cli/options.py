@@ -41,6 +41,13 @@ def force(help: str = "Replace a folder named --name.") -> Any:  # noqa: A002
     return typer.Option(False, "--force", help=help)
 
 
+def history_url() -> Any:
+    """``--history URL``: add the run to a history store when it ends (SPEC §11)."""
+    return typer.Option(None, "--history", help="Add the run to this history store when it "
+                        "ends (a SQLAlchemy URL, e.g. sqlite:///results/history.db); partial "
+                        "runs are stored as partial.")
+
+
 def json_output(help: str = "One JSON object on the last line of stdout (the table goes "  # noqa: A002
                 "to stderr).") -> Any:
     """``--json``: machine-readable output on stdout."""

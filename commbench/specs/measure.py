@@ -111,6 +111,7 @@ class OutputSpec:
     json_rows: bool = False
     quiet: bool = False
     dry_run: bool = False  # print the plan of the sweep, launch nothing
+    history: str | None = None  # a history store's URL: the run is added when it ends (SPEC §11)
     command_line: tuple[str, ...] = field(default_factory=tuple)
 
 
