@@ -142,7 +142,10 @@ def _plain(value):
 
 
 def run_locate_compare(paths: list[str], json_rows: bool, fail_on_regression: bool) -> int:
-    from commbench.compare.locate import compare, load
+    """Two locate runs per entity and link. An entity or link one side did not measure is
+    'not measured' and fails --fail-on-regression, like a bad one: a gate must not pass on
+    what it did not see."""
+    from commbench.compare.locate import FAILING, compare, entity_counts, load, unmeasured
     from commbench.output.locate import compare_lines
 
     if len(paths) != 2:
@@ -159,8 +162,21 @@ def run_locate_compare(paths: list[str], json_rows: bool, fail_on_regression: bo
     else:
         for line in compare_lines(rows, paths):
             print(line)
-    worse = [r for r in rows if r["change"] in ("new", "still bad")]
-    if worse:
-        print(f"warning: {len(worse)} entit(ies) or link(s) bad in {paths[1]}: "
-              + ", ".join(f"{r['entity']} ({r['change']})" for r in worse), file=sys.stderr)
-    return EXIT_FINDING if worse and fail_on_regression else EXIT_OK
+    counts = [entity_counts(run) for run in (before, after)]
+    missing = unmeasured(rows)
+    if counts[0] != counts[1] or any(missing.values()):
+        print(f"warning: {paths[0]} measured {counts[0][1]} of {counts[0][0]} entities, "
+              f"{paths[1]} {counts[1][1]} of {counts[1][0]}"
+              + "".join(f"; not measured in {path}: {', '.join(missing[side])}"
+                        for side, path in zip(("before", "after"), paths, strict=True)
+                        if missing[side]), file=sys.stderr)
+    worse = [r for r in rows if r["change"] in FAILING]
+    bad = [r for r in worse if r["change"] != "not measured"]
+    if bad:
+        print(f"warning: {len(bad)} entit(ies) or link(s) bad in {paths[1]}: "
+              + ", ".join(f"{r['entity']} ({r['change']})" for r in bad), file=sys.stderr)
+    if worse and fail_on_regression:
+        print(f"error: {len(worse)} entit(ies) or link(s) bad or not measured on one side: "
+              "--fail-on-regression fails", file=sys.stderr)
+        return EXIT_FINDING
+    return EXIT_OK

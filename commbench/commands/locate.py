@@ -21,7 +21,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from commbench.core.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
+from commbench.core.errors import (
+    EXIT_FINDING,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    Interrupted,
+    RunFailed,
+    UsageError,
+)
 from commbench.core.sizes import format_size, parse_size
 from commbench.results.locate import (
     ENTITIES_CSV,
@@ -32,6 +39,8 @@ from commbench.results.locate import (
     read_pairs,
 )
 from commbench.specs.locate import LEVELS, LocateOutput, LocateSpec
+
+NOT_MEASURED = "not measured"  # an entity no completed pair measured (entities.csv)
 
 if TYPE_CHECKING:
     from commbench.locate.attribution import PairResult
@@ -54,6 +63,9 @@ def parse_sizes(text: str) -> tuple[int, int]:
     small, large = sorted(parse_size(p) for p in parts)
     if small < 4:
         raise UsageError(f"bad --sizes {text!r}: at least 4 bytes (one float32)")
+    if small == large:
+        raise UsageError(f"bad --sizes {text!r}: the small size (latency) must be smaller "
+                         "than the large one (bandwidth), e.g. 8,64M")
     return small, large
 
 
@@ -90,7 +102,7 @@ def follow_up(spec: LocateSpec, found: list[dict], records: list[dict]) -> list:
     from commbench.locate import fleet
 
     entities = [_entity(e) for e in found]
-    if len(entities) < 3 or spec.confirm < 1:
+    if not entities:
         return []
     pairs = [pair_result(r) for r in records]
     attribution = locate.attribute(len(entities), pairs, entities[0].kind, spec.min_effect)
@@ -99,11 +111,18 @@ def follow_up(spec: LocateSpec, found: list[dict], records: list[dict]) -> list:
     return fleet.rank_rounds(entities[0].kind, entities, rounds)
 
 
-def anything_bad(spec: LocateSpec, found: list[dict], records: list[dict]) -> bool:
-    """Whether the run's verdicts name anything bad, as ``finish`` will judge it (in the
-    ranks, so that every rank's exit code is rank 0's)."""
+def verdict_code(spec: LocateSpec, found: list[dict], records: list[dict]) -> int:
+    """The run's exit code as ``finish`` will judge it (in the ranks, so that every rank's
+    exit code is rank 0's): 1 something bad, 0 nothing bad, 3 nothing measured."""
     view = findings([_entity(e) for e in found], records, spec)
-    return any(s["verdict"].startswith("bad") for s in view["suspects"])
+    return _exit_code(view)
+
+
+def _exit_code(view: dict) -> int:
+    if not view["measured_pairs"]:
+        return EXIT_RUN_FAILED  # no pair measured is no verdict, never "no suspect"
+    return EXIT_FINDING if any(s["verdict"].startswith("bad")
+                               for s in view["suspects"]) else EXIT_OK
 
 
 def _entity(found: dict):
@@ -142,6 +161,9 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
                          f"{env.world} ranks")
     if spec.level is not None and spec.level not in LEVELS:
         raise UsageError(f"bad --level {spec.level!r}: gpu, node or rail")
+    if spec.level in ("node", "rail") and _one_node(env):
+        raise UsageError(f"--level {spec.level} needs several nodes, and every rank of this "
+                         "run is on one: use --level gpu (the default here)")
     if spec.confirm < 0:
         raise UsageError(f"bad --confirm {spec.confirm}: 0 or more partners")
     if spec.backend not in ("auto", "gloo", "nccl"):
@@ -161,24 +183,27 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
                     small=spec.small, large=spec.large, timeout=spec.timeout,
                     plan=functools.partial(plan_rounds, spec),
                     follow_up=functools.partial(follow_up, spec),
-                    verdict=functools.partial(anything_bad, spec), window=large_window,
+                    verdict=functools.partial(verdict_code, spec), window=large_window,
                     config=asdict(spec))
     if env is not None and env.rank != 0:  # every rank exits as rank 0 will
-        return EXIT_FINDING if _run_external(env, job, None) else EXIT_OK
+        return int(_run_external(env, job, None))
     run_id = output.name or _run_id(backend, world)
     path = results.create(output.out, run_id, force=output.force, generated=output.name is None)
     writer = results.RunWriter(path, {"name": path.name, "command": "locate",
                                       "command_line": list(output.command_line)})
     writer.start()
-    sink = PairSink(writer)
+    from commbench.output.locate import RoundsBar
+
+    # A live bar on a terminal only (a log or CI gets no redraws; --json keeps stdout clean).
+    sink = RoundsBar(PairSink(writer), sys.stdout.isatty() and not output.json_out)
     error = ""
     finished: dict = {}
     if env is not None:
         # Under a launcher, rank 0 finishes the folder inside the run, while the other ranks
         # wait for its verdict: were they to exit first, torchrun would stop rank 0 mid-write.
-        def finish_in_rank(found_entities, records) -> bool:
+        def finish_in_rank(found_entities, records) -> int:
             finished.update(finish(path, spec, output, "", backend))
-            return finished["bad"]
+            return finished["code"]
 
         job = dataclasses.replace(job, verdict=finish_in_rank)
     try:
@@ -196,7 +221,14 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
     if error:
         say(f"kept the {found['pairs']} measured pair(s) in {path}")
         return code
-    return EXIT_FINDING if found["bad"] else EXIT_OK
+    return found["code"]
+
+
+def _one_node(env) -> bool:
+    """Whether every rank is known to be on this node: local ranks (--nproc), or a launcher
+    whose local world is the whole world (or that says one node). Node and rail levels have
+    one entity there: nothing to pair, and a run that measures nothing must not start."""
+    return env is None or env.local_world == env.world or env.nnodes == 1
 
 
 def _default_nproc(backend: str) -> int:
@@ -240,13 +272,21 @@ def finish(path: Path, spec: LocateSpec, output: LocateOutput, error: str,
     records = read_pairs(path)
     meta = results.read_meta(path)
     found = [_entity(e) for e in meta.get("entities", [])]
-    status = "complete" if not error else ("partial" if records else "failed")
+    from commbench.locate.attribution import Z_LIMIT
+
     view = findings(found, records, spec)
+    if not view["measured_pairs"]:
+        status = "failed"  # no pair: no verdict, whatever stopped it
+        error = error or (f"measured no pair: {len(found)} {spec.level or 'gpu'} "
+                          "entit(ies) at this level, nothing to pair")
+    else:
+        status = "complete" if not error else "partial"
     head = {"entities": len(found), "level": found[0].kind if found else spec.level or "gpu",
             "pairs": view["main_pairs"], "rounds": view["rounds"],
             "confirm_rounds": view["confirm_rounds"], "large": format_size(spec.large),
             "small": format_size(spec.small), "min_effect": spec.min_effect,
-            "backend": backend}
+            "z_limit": Z_LIMIT, "backend": backend, "status": status,
+            "measured_pairs": view["measured_pairs"]}
     meta.update(status=status, error=error or None, end_time=results.now(),
                 suspects=view["suspects"], transient=view["transient"])
     writer = results.RunWriter(path)
@@ -259,8 +299,8 @@ def finish(path: Path, spec: LocateSpec, output: LocateOutput, error: str,
     for line in lines:
         print(line, file=stream)
     print(f"results: {path}", file=stream, flush=True)
-    if len(found) < 2 and not error:
-        say("warning: fewer than 2 entities at this level: nothing to pair")
+    if not view["measured_pairs"]:
+        say(f"error: {error}")
     if output.json_out:
         summary = {"entities": len(found), "pairs": view["main_pairs"],
                    "rounds": view["rounds"], "level": head["level"], "status": status,
@@ -268,8 +308,7 @@ def finish(path: Path, spec: LocateSpec, output: LocateOutput, error: str,
                    "transient": [_json_suspect(s) for s in view["transient"]],
                    "results": str(path)}
         print(json.dumps(summary), flush=True)
-    return {"pairs": len(records), "bad": any(s["verdict"].startswith("bad")
-                                              for s in view["suspects"])}
+    return {"pairs": len(records), "code": _exit_code(view)}
 
 
 def _json_suspect(s: dict) -> dict:
@@ -291,9 +330,10 @@ def findings(found: list, records: list[dict], spec: LocateSpec) -> dict:
     main = [p for p in pairs if p.phase == "main"]
     empty = {"suspects": [], "transient": [], "entities": [], "attribution": None,
              "main_pairs": len(main), "rounds": len({p.round for p in main}),
+             "measured_pairs": sum(1 for p in pairs if p.status in ("ok", "wrong")),
              "confirm_rounds": len({p.round for p in pairs if p.phase == "confirm"})}
     if n < 2 or not main:
-        return empty
+        return dict(empty, entities=[_unmeasured_row(e) for e in found])
     kind = found[0].kind
     attribution = locate.attribute(n, pairs, kind, spec.min_effect)
     judged = locate.confirm_suspects(attribution, pairs, names, spec.min_effect)
@@ -325,6 +365,9 @@ def _entity_rows(found: list, attribution, judged) -> list[dict]:
     for e in found:
         s = verdicts.get(e.index)
         slow, partners = busbw.slow_with.get(e.index, (0, 0))
+        if s is None and not partners:
+            rows.append(_unmeasured_row(e))
+            continue
         rows.append({
             "entity": e.name, "kind": e.kind, "host": ",".join(e.hosts),
             "ranks": ",".join(map(str, e.ranks)), "partners": partners,
@@ -342,10 +385,33 @@ def _entity_rows(found: list, attribution, judged) -> list[dict]:
                          "host": ",".join(dict.fromkeys(h for e in ends for h in e.hosts)),
                          "ranks": ",".join(str(r) for e in ends for r in e.ranks),
                          "partners": 1, "busbw_ratio": s.busbw_ratio, "busbw_z": s.z,
-                         "lat_ratio": s.lat_ratio, "lat_z": s.z, "votes": "1/1",
+                         "lat_ratio": s.lat_ratio, "lat_z": s.z,
+                         "votes": f"{s.slow_with[0]}/{s.slow_with[1]}",
                          "confirmed": f"{s.confirmed[0]}/{s.confirmed[1]}",
                          "verdict": s.verdict})
     return rows
+
+
+def _unmeasured_row(e) -> dict:
+    """An entity no completed pair measured: no ratio, no verdict but that."""
+    return {"entity": e.name, "kind": e.kind, "host": ",".join(e.hosts),
+            "ranks": ",".join(map(str, e.ranks)), "partners": 0, "busbw_ratio": math.nan,
+            "busbw_z": math.nan, "lat_ratio": math.nan, "lat_z": math.nan, "votes": "0/0",
+            "confirmed": "", "verdict": NOT_MEASURED}
+
+
+def good_hosts(found: list, entity_rows: list[dict], suspects: list[dict]) -> list[str]:
+    """Hosts that were measured and passed: on at least one entity judged ok or transient,
+    and on no entity or suspect that did not pass (bad, hung, inconclusive, not measured).
+    A host the run never measured is not good: it is unknown."""
+    passed = {"ok", "transient"}
+    verdicts = {r["entity"]: r["verdict"] for r in entity_rows if r["kind"] != "link"}
+    failed = {h for s in suspects for h in s["hosts"]}
+    failed |= {h for e in found if verdicts.get(e.name, NOT_MEASURED) not in passed
+               for h in e.hosts}
+    return [h for h in dict.fromkeys(h for e in found for h in e.hosts)
+            if h not in failed and any(verdicts.get(e.name) in passed
+                                       for e in found if h in e.hosts)]
 
 
 def _write_files(path: Path, found: list, records: list[dict], view: dict, head: dict,
@@ -382,10 +448,9 @@ def _write_files(path: Path, found: list, records: list[dict], view: dict, head:
                             [r[column] for r in view["entities"] if r["kind"] != "link"])
     bad_hosts = list(dict.fromkeys(h for s in view["suspects"] if s["verdict"].startswith("bad")
                                    or s["verdict"] == "hung" for h in s["hosts"]))
-    all_hosts = list(dict.fromkeys(h for e in found for h in e.hosts))
     (path / "bad-hosts.txt").write_text("".join(f"{h}\n" for h in bad_hosts))
-    (path / "good-hosts.txt").write_text("".join(f"{h}\n" for h in all_hosts
-                                                 if h not in bad_hosts))
+    passed = good_hosts(found, view["entities"], view["suspects"])
+    (path / "good-hosts.txt").write_text("".join(f"{h}\n" for h in passed))
     (path / "summary.md").write_text(summary_markdown(view["suspects"], view["transient"],
                                                       head, view["entities"], meta))
 

@@ -51,13 +51,31 @@ def run_report(paths: list[str], out: str) -> int:
             f"{counts[v]} {v}" for v in ("slower", "faster", "noisy", "same")))
         summaries += result.apart + result.missing
     summaries += incomplete_runs(runs)
+    located_rows = _locate_comparison(located, summaries)
     frame = pd.concat(frames, ignore_index=True) if frames else None
     shown = [pooled_run(run) for run in runs]  # --repeat: one row per size, every launch
     try:
         folder.mkdir(parents=True, exist_ok=True)
         md_path, html_path = write_report(shown, comparisons, summaries, folder, frame,
-                                          located)
+                                          located, located_rows)
     except OSError as error:
         raise UsageError(f"cannot write --out {out}: {error.strerror or error}") from None
     print(f"wrote {md_path} and {html_path}")
     return EXIT_OK
+
+
+def _locate_comparison(located: list[Run], summaries: list[str]) -> list[dict] | None:
+    """Two locate runs: compared per entity and link, as ``compare`` shows them (before =
+    the first). Other counts have no before / after; runs at different levels cannot pair
+    their entities (said in the summary)."""
+    if len(located) != 2:
+        return None
+    from commbench.compare.locate import compare, load
+
+    before, after = (load(run.path) for run in located)
+    if before["level"] != after["level"]:
+        summaries.append(f"{located[1].name} vs {located[0].name}: not compared ({located[0].name}"
+                         f" is at {before['level']} level, {located[1].name} at "
+                         f"{after['level']})")
+        return None
+    return compare(before, after)

@@ -5,6 +5,11 @@ An entity's level is the median over its partners of the pairs' judged values (b
 fastest decile of calls, latency of the fastest call), the same numbers the attribution read;
 a link's is its pair's. Ratios are after / before: busbw above 1 and latency below 1 are
 faster.
+
+What it says is what it measured: an entity or link one run did not measure (a node left out
+of the second launch, a pair ``--rounds quick`` did not draw, a run stopped early) is ``not
+measured`` on that side, never ``repaired`` nor ``ok``, and a gate fails on it: a bad node
+that was simply not there the second time has not been repaired.
 """
 
 from __future__ import annotations
@@ -37,8 +42,15 @@ def levels(records: Sequence[dict], names: Sequence[str]) -> tuple[dict, dict]:
             {k: median(v) for k, v in per_link.items()})
 
 
+NOT_MEASURED = "not measured"
+FAILING = ("new", "still bad", NOT_MEASURED)  # changes --fail-on-regression fails on
+
+
 def change(before: str, after: str) -> str:
-    """What happened to a verdict: repaired, still bad, new, or ok."""
+    """What happened to a verdict: repaired, still bad, new, ok, or not measured (a side
+    that has no measurement of it: nothing can be said)."""
+    if NOT_MEASURED in (before, after):
+        return NOT_MEASURED
     was, now = before.startswith("bad") or before == "hung", after.startswith("bad") or \
         after == "hung"
     if was and not now:
@@ -60,21 +72,48 @@ def compare(before: dict, after: dict) -> list[dict]:
     rows = []
     for name in dict.fromkeys([*before["names"], *after["names"]]):
         rows.append(_row("entity", name, ents_b.get(name), ents_a.get(name),
-                         before["verdicts"].get(name, "-"), after["verdicts"].get(name, "-")))
-    flagged = {k for run in (before, after) for k, v in run["verdicts"].items()
-               if " - " in k and v != "ok"}
-    for link in sorted(set(links_b) & set(links_a) | flagged):
-        key = " - ".join(sorted(link.split(" - ")))
+                         _entity_verdict(before, ents_b, name),
+                         _entity_verdict(after, ents_a, name)))
+    flagged = {" - ".join(sorted(k.split(" - "))) for run in (before, after)
+               for k, v in run["verdicts"].items() if " - " in k and v != "ok"}
+    for key in sorted(set(links_b) & set(links_a) | flagged):
         rows.append(_row("link", key, links_b.get(key), links_a.get(key),
-                         _link_verdict(before, key), _link_verdict(after, key)))
+                         _link_verdict(before, links_b, key),
+                         _link_verdict(after, links_a, key)))
     return rows
 
 
-def _link_verdict(run: dict, key: str) -> str:
+def _measured(run: dict, measured: dict, name: str) -> bool:
+    """Whether a run measured it: a level from its pairs, or a verdict that needs no level
+    (a pair that hung or returned wrong data was measured, and failed)."""
+    return name in measured or run["verdicts"].get(name, "ok") not in ("ok", "-", "", NOT_MEASURED)
+
+
+def _entity_verdict(run: dict, measured: dict, name: str) -> str:
+    if not _measured(run, measured, name):
+        return NOT_MEASURED
+    return run["verdicts"].get(name, "ok")
+
+
+def unmeasured(rows: Sequence[dict]) -> dict[str, list[str]]:
+    """'before' / 'after' -> the entities and links that side did not measure."""
+    return {side: [r["entity"] for r in rows if r[side] == NOT_MEASURED]
+            for side in ("before", "after")}
+
+
+def entity_counts(run: dict) -> tuple[int, int]:
+    """(entities of the run, entities it measured with at least one pair)."""
+    measured, _ = levels(run["records"], run["names"])
+    return len(run["names"]), sum(1 for name in run["names"] if name in measured)
+
+
+def _link_verdict(run: dict, measured: dict, key: str) -> str:
     for name, verdict in run["verdicts"].items():
         if " - " in name and " - ".join(sorted(name.split(" - "))) == key:
+            if verdict == "ok" and key not in measured:
+                return NOT_MEASURED
             return verdict
-    return "ok"
+    return "ok" if key in measured else NOT_MEASURED
 
 
 def _row(kind, name, before, after, verdict_before, verdict_after) -> dict:

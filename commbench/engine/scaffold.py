@@ -49,6 +49,8 @@ class PairSink(RunSink, Protocol):
 
     def pair(self, record: dict) -> None: ...
 
+    def planned(self, rounds: int, pairs: int) -> None: ...
+
 
 class ReplaySink(RunSink, Protocol):
     """replay's sink: every rank's results, once."""

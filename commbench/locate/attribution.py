@@ -405,7 +405,11 @@ def confirmation_rounds(n: int, attribution: Attribution, confirm: int,
                         first_index: int) -> list[Round]:
     """Each suspect entity against ``confirm`` different known-good partners (where there are
     that many), each suspect link measured ``confirm`` times again, packed into rounds with
-    good reference pairs beside them."""
+    good reference pairs beside them. Fewer than 3 entities: none (of two, either end may be
+    the slow one, and the only partner is the suspect's own: nothing known-good to retest
+    against, so its verdict is inconclusive)."""
+    if n < 3 or confirm < 1:
+        return []
     good = good_partners(n, attribution)
     tests: list[tuple[int, int]] = []
     entities = [s for s in attribution.suspects if s.kind != "link"]

@@ -33,8 +33,8 @@ from commbench.engine.timers import HostTimer
 @dataclass(frozen=True)
 class LocateJob:
     """What every rank needs. ``plan(hosts)`` returns (entities as dicts, rank rounds);
-    ``follow_up(records)`` returns the confirmation rounds; ``verdict(found, records)`` whether
-    anything is bad (all three are called on rank 0, their answers shared)."""
+    ``follow_up(records)`` returns the confirmation rounds; ``verdict(found, records)`` the run's
+    exit code (all three are called on rank 0, their answers shared)."""
 
     op: Collective  # the bidirectional exchange's descriptor
     pattern: str
@@ -65,9 +65,9 @@ class _PairRun:
     messages: int
 
 
-def run_locate_rank(env, job: LocateJob, sink=None) -> bool:
+def run_locate_rank(env, job: LocateJob, sink=None) -> int:
     """Run ``job`` as the rank ``env`` describes; rank 0 hands records to ``sink``. Returns,
-    on every rank, whether rank 0 found something bad: under torchrun each node's agent must
+    on every rank, rank 0's exit code (``verdict``): under torchrun each node's agent must
     exit alike, or those whose ranks exit 0 wait in torch's exit barrier (300 s) for the one
     whose rank 0 exits 1."""
     with scaffold.rank(env, job.timeout, (job.backend,), job.device == "cuda", sink) as this:
@@ -80,14 +80,22 @@ def run_locate_rank(env, job: LocateJob, sink=None) -> bool:
         this.begin((job.backend,), job.config, entities=found,
                    groups_s=round(time.perf_counter() - started, 3))
         runner.injector.install()  # after the control channel and the groups exist
+        _planned(this.sink, rounds)
         for round_ in rounds:
             runner.run(round_)
         more = _shared(session, lambda: job.follow_up(found, runner.records))
+        _planned(this.sink, more)
         runner.groups(more)
         for round_ in more:
             runner.run(round_)
-        return bool(_shared(session, lambda: job.verdict(found, runner.records))
-                    if job.verdict is not None else False)
+        return int(_shared(session, lambda: job.verdict(found, runner.records))
+                   if job.verdict is not None else 0)
+
+
+def _planned(sink, rounds) -> None:
+    """Tell rank 0's sink the rounds and meetings it is about to measure (a live bar)."""
+    if sink is not None and rounds:
+        sink.planned(len(rounds), sum(len(r.meetings) for r in rounds))
 
 
 def _shared(session: Session, make: Callable):

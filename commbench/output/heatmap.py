@@ -5,6 +5,12 @@ far from white), red = slower whatever the metric (low bandwidth, high latency);
 cells hatched, the diagonal grey; suspects named in red on both axes, a bad link boxed. Beyond
 ``MAX_MATRIX`` entities a cell is too small to read, and a sorted strip of every entity's
 ratio is drawn instead, suspects marked.
+
+The scale is fixed (``SCALE``: 0.25x to 4x, symmetric in log), not stretched to each run's
+extremes: a colour then means the same ratio in every run, so a clean fleet looks pale and a
+0.8x pair looks the same before and after a repair (stretched, a clean run's 1.1x noise
+was painted as deep as a bad node's 0.3x). Ratios beyond are drawn at the end colour and the
+colour bar says so.
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ if TYPE_CHECKING:
 
 MAX_MATRIX = 64  # entities a matrix stays readable at
 SUSPECT_COLOUR = "tab:red"
+SCALE = (0.25, 4.0)  # the colour scale's ends, the same in every run (symmetric in log2)
+TICKS = (0.5, 0.8, 1.0, 1.25, 2.0)  # ratios named on the colour bar
+LEGEND = ("ratio to the fleet median pair (red: slower); fixed scale 0.25x-4x, the same "
+          "in every run")
 
 
 def _pyplot():
@@ -45,8 +55,7 @@ def heatmap(path: Path, ratios: np.ndarray, labels: Sequence[str], title: str,
     from matplotlib.patches import Rectangle
 
     logs = np.log2(ratios)
-    finite = logs[np.isfinite(logs)]
-    limit = max(0.25, float(np.abs(finite).max()) if finite.size else 0.25)
+    limit = math.log2(SCALE[1])  # fixed: the same colour for the same ratio in every run
     side = min(14.0, max(5.5, 0.28 * n + 3))
     fig, ax = plt.subplots(figsize=(side + 1.5, side))
     ax.set_facecolor("white")
@@ -55,7 +64,7 @@ def heatmap(path: Path, ratios: np.ndarray, labels: Sequence[str], title: str,
     cmap = plt.get_cmap("RdBu_r" if higher_is_slower else "RdBu")
     shown = np.ma.masked_invalid(logs)
     image = ax.imshow(shown, cmap=cmap, norm=TwoSlopeNorm(0.0, -limit, limit), zorder=1,
-                      interpolation="nearest")
+                      interpolation="nearest")  # beyond the scale: the end colours
     for i in range(n):
         ax.add_patch(Rectangle((i - 0.5, i - 0.5), 1, 1, facecolor="0.85", zorder=2))
     for a, b in links:
@@ -80,17 +89,21 @@ def heatmap(path: Path, ratios: np.ndarray, labels: Sequence[str], title: str,
             if i in suspects:
                 tick.set_color(SUSPECT_COLOUR)
                 tick.set_fontweight("bold")
-    bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    ticks = [t for t in (-3, -2, -1, -0.5, 0, 0.5, 1, 2, 3) if -limit <= t <= limit]
-    bar.set_ticks(ticks)
-    bar.set_ticklabels([f"{2 ** t:.2g}x" for t in ticks])
-    bar.set_label("ratio to the fleet median pair (red: slower)")
+    bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, extend="both")
+    bar.set_ticks([math.log2(t) for t in TICKS])
+    bar.set_ticklabels([tick_label(t) for t in TICKS])
+    bar.set_label(LEGEND)
     note = "hatched: not measured; boxed: a suspect link; red labels: suspects"
     ax.set_title(f"{title}\n{note}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return fig
+
+
+def tick_label(ratio: float) -> str:
+    """'0.8x', '1x', '1.25x': a ratio as the colour bar names it."""
+    return f"{ratio:g}x"
 
 
 def _strip(path: Path, ratios: Sequence[float], labels: Sequence[str], title: str,
@@ -104,8 +117,11 @@ def _strip(path: Path, ratios: Sequence[float], labels: Sequence[str], title: st
     ax.bar(range(len(order)), values[order], color=colours, width=1.0)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log", base=2)
+    ax.set_ylim(*SCALE)  # the matrix's fixed scale: the same height means the same ratio
+    ax.set_yticks(TICKS)
+    ax.set_yticklabels([tick_label(t) for t in TICKS])
     ax.set_xlabel("entities, slowest first (red: suspects)")
-    ax.set_ylabel("ratio to the fleet median")
+    ax.set_ylabel("ratio to the fleet median, fixed scale 0.25x-4x")
     for rank, i in enumerate(order[: min(10, len(order))]):
         if i in suspects:
             ax.annotate(labels[i], (rank, values[i]), rotation=90, fontsize=7,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from commbench.output.console import make_console
 from commbench.output.markdown import markdown_table
 
 SUSPECT_HEADERS = ["verdict", "entity", "hosts", "ranks", "busbw", "latency", "evidence"]
@@ -30,14 +31,32 @@ def console_lines(suspects: Sequence[dict], transient: Sequence[dict], head: dic
     lines = [f"# locate: {head['entities']} {head['level']} entities, {head['pairs']} pairs in "
              f"{head['rounds']} rounds (+{head['confirm_rounds']} confirmation), "
              f"busbw at {head['large']}, latency at {head['small']}"]
-    if not suspects:
-        lines.append("# no suspect: every entity and link within "
-                     f"{head['min_effect']:.0%} / 3.5 robust z of the fleet")
+    verdict = headline(suspects, transient, head)
+    if verdict:
+        lines.append(f"# {verdict}")
     for s in suspects:
         lines.append(f"{s['verdict']:<12} {s['evidence']}")
     for s in transient:
         lines.append(f"{'transient':<12} {s['evidence']} (did not reproduce)")
     return lines
+
+
+def headline(suspects: Sequence[dict], transient: Sequence[dict], head: dict) -> str:
+    """The verdict in words when no suspect line says it: nothing measured is no verdict;
+    transients are named as such (they exceeded the bounds once); the bounds quoted are the
+    ones the attribution used (``head``: min_effect, z_limit). Empty when suspects speak."""
+    if not head.get("measured_pairs", head.get("pairs")):
+        return (f"nothing measured: {head['pairs']} pairs in {head['rounds']} rounds, so no "
+                "verdict (this is not 'no suspect')")
+    if suspects:
+        return ""
+    scope = ("" if head.get("status", "complete") == "complete"
+             else f" among the {head['measured_pairs']} pairs measured before the run stopped")
+    if transient:
+        return (f"no confirmed suspect{scope}; {len(transient)} transient (slow in the matrix, "
+                "did not reproduce on retest)")
+    return (f"no suspect{scope}: no entity or link both {head['min_effect']:.0%} slower and "
+            f"{head['z_limit']:g} robust z below the fleet")
 
 
 def summary_markdown(suspects: Sequence[dict], transient: Sequence[dict], head: dict,
@@ -51,26 +70,31 @@ def summary_markdown(suspects: Sequence[dict], transient: Sequence[dict], head: 
              f"busbw: bidirectional p2p at {head['large']}, latency: at {head['small']}; "
              f"torch {versions.get('torch', '?')}, status **{meta.get('status', '?')}**.",
              "",
-             "A suspect is more than 3.5 robust z (MAD) below the fleet and at least "
-             f"{head['min_effect']:.0%} slower; it is called bad when its retest against "
+             f"A suspect is more than {head['z_limit']:g} robust z (MAD) below the fleet and at "
+             f"least {head['min_effect']:.0%} slower; it is called bad when its retest against "
              "known-good partners reproduces it.", ""]
     if meta.get("error"):
         parts += [f"> error: {meta['error']}", ""]
     if suspects:
         parts += ["## Suspects", "", markdown_table(SUSPECT_HEADERS, suspect_cells(suspects)), ""]
-    else:
-        parts += ["**No suspect.**", ""]
+    verdict = headline(suspects, transient, head)
+    if verdict:
+        parts += [f"**{verdict[0].upper()}{verdict[1:]}.**", ""]
     if transient:
         parts += ["Did not reproduce (transient):", ""]
         parts += [f"- {s['evidence']}" for s in transient] + [""]
     headers = ["entity", "hosts", "ranks", "busbw", "z", "latency", "z ", "verdict"]
     rows = [[r["entity"], r["host"], r["ranks"], _ratio(r["busbw_ratio"]),
-             f"{r['busbw_z']:.1f}", _ratio(r["lat_ratio"]), f"{r['lat_z']:.1f}", r["verdict"]]
+             _z(r["busbw_z"]), _ratio(r["lat_ratio"]), _z(r["lat_z"]), r["verdict"]]
             for r in entity_rows if r["kind"] != "link"]
     parts += ["## Entities", "", markdown_table(headers, rows), "",
               "heatmap_busbw.png and heatmap_lat.png: every pair as a ratio to the fleet "
               "median pair.", ""]
     return "\n".join(parts)
+
+
+def _z(value) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.1f}"
 
 
 def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str]) -> None:
@@ -87,6 +111,29 @@ def write_matrix(path: Path, values: np.ndarray, labels: Sequence[str]) -> None:
         writer.writerow(["", *labels])
         for label, row in zip(labels, values, strict=True):
             writer.writerow([label, *("" if not math.isfinite(v) else f"{v:.6g}" for v in row)])
+
+
+COMPARE_HEADERS = ["entity", "busbw before", "after", "ratio", "lat us before", "after",
+                   "ratio", "before", "after", "change"]
+CHANGES = ("repaired", "still bad", "new", "not measured")
+
+
+def compare_cells(rows: Sequence[dict]) -> list[list[str]]:
+    """The before / after rows of two locate runs as table cells (report.md, report.html)."""
+
+    def number(value) -> str:
+        return "-" if not math.isfinite(value) else f"{value:.3g}"
+
+    return [[r["entity"], number(r["busbw_before"]), number(r["busbw_after"]),
+             _ratio(r["busbw_ratio"]), number(r["lat_before"]), number(r["lat_after"]),
+             _ratio(r["lat_ratio"]), r["before"], r["after"], r["change"]] for r in rows]
+
+
+def compare_summary(rows: Sequence[dict], names: Sequence[str]) -> str:
+    """Two locate runs in one line: what each verdict became."""
+    counts = {c: sum(1 for r in rows if r["change"] == c) for c in CHANGES}
+    found = ", ".join(f"{n} {c}" for c, n in counts.items() if n) or "nothing changed"
+    return f"{names[1]} vs {names[0]} (locate, per entity and link): {found}"
 
 
 def compare_lines(rows: Sequence[dict], paths: Sequence[str]) -> list[str]:
@@ -108,3 +155,65 @@ def compare_lines(rows: Sequence[dict], paths: Sequence[str]) -> list[str]:
     lines.append("# busbw GB/s (fastest decile of calls), latency of the fastest call; ratio = "
                  "after / before")
     return lines
+
+
+class RoundsBar:
+    """locate's live progress on a terminal: rounds, pairs and an ETA, under rich (off when
+    stdout is not a terminal: a log gets no redraws). On stdout, as measure's bar: a local
+    rank's stderr goes through the launcher's log copier, which is no terminal.
+
+    A sink beside the file sink, built in the command and started in rank 0 (not pickled
+    live): ``planned`` adds the pairs of the rounds the ranks were handed (the main ones,
+    then the confirmation), each ``pair`` counts one, a round is done when its first pair
+    arrives (rank 0 hands a round's pairs together)."""
+
+    def __init__(self, files, show: bool, console=None) -> None:
+        self.files, self.show = files, show
+        self._console = console
+        self._bar = None
+        self._task = None
+        self._rounds: set[tuple[str, int]] = set()
+        self._planned_rounds = 0
+
+    def begin(self, meta: dict, *args) -> None:
+        self.files.begin(meta, *args)
+        if not self.show:
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("{task.description}", markup=False), BarColumn(bar_width=20),
+            TextColumn("pairs", markup=False), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("eta", markup=False), TimeRemainingColumn(),
+            console=self._console or make_console(), transient=True)
+        self._bar.start()
+        self._task = self._bar.add_task("locate: planning", total=None)
+
+    def planned(self, rounds: int, pairs: int) -> None:
+        self.files.planned(rounds, pairs)
+        self._planned_rounds += rounds
+        if self._bar is not None:
+            total = (self._bar.tasks[0].total or 0) + pairs
+            self._bar.update(self._task, total=max(total, 1), description=self._where())
+
+    def pair(self, record: dict) -> None:
+        self.files.pair(record)
+        self._rounds.add((record.get("phase", "main"), record["round"]))
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, description=self._where())
+
+    def _where(self) -> str:
+        return f"locate: round {len(self._rounds)}/{self._planned_rounds}"
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+        self.files.close()

@@ -16,7 +16,13 @@ from pathlib import Path
 
 from commbench.output import plots
 from commbench.output.console import table_groups
-from commbench.output.locate import SUSPECT_HEADERS, suspect_cells
+from commbench.output.locate import (
+    COMPARE_HEADERS,
+    SUSPECT_HEADERS,
+    compare_cells,
+    compare_summary,
+    suspect_cells,
+)
 from commbench.output.markdown import markdown_table
 from commbench.output.tables import headers_of
 from commbench.results import Run, meta_value, rows_frame
@@ -41,6 +47,8 @@ ENVIRONMENT = (
     ("error", ("error",)),
 )
 VERDICT_CSS = {"slower": "#f8d0d0", "faster": "#d4f0d4", "noisy": "#fbeccb"}
+CHANGE_CSS = {"still bad": "slower", "new": "slower", "not measured": "noisy",
+              "repaired": "faster"}  # a locate change, coloured as a verdict
 
 
 def _value(meta: dict, keys: tuple[str, ...]) -> str:
@@ -92,11 +100,21 @@ def locate_summary(run: Run) -> str:
     meta = run.meta
     found = meta.get("entities") or [{}]
     bad = [s for s in meta.get("suspects") or [] if s.get("verdict") != "transient"]
-    named = ", ".join(f"{s['verdict']} {s['entity']}" for s in bad) or "no suspect"
+    named = ", ".join(f"{s['verdict']} {s['entity']}" for s in bad) or _no_suspect(meta)
     transient = len(meta.get("transient") or [])
     return (f"{run.name}: locate over {len(meta.get('entities') or [])} "
             f"{found[0].get('kind', '?')} entities, status {meta.get('status', '?')}: {named}"
             + (f"; {transient} transient (did not reproduce)" if transient else ""))
+
+
+def _no_suspect(meta: dict) -> str:
+    """What a run without suspects found, in its own words: a run that measured nothing has
+    no verdict, one that stopped early speaks only for the pairs it measured."""
+    if meta.get("status") == "failed":
+        return "nothing measured, no verdict"
+    if meta.get("status") == "partial":
+        return "no suspect among the pairs measured before it stopped"
+    return "no confirmed suspect" if meta.get("transient") else "no suspect"
 
 
 def _locate_heatmaps(run: Run, out: Path) -> dict[str, Path]:
@@ -126,8 +144,9 @@ def _locate_sections(located: list[Run], out: Path) -> tuple[list[str], list[str
             md += ["### Suspects", "", markdown_table(SUSPECT_HEADERS, cells), ""]
             page += ["<h3>Suspects</h3>", _html_table(SUSPECT_HEADERS, cells)]
         else:
-            md += ["**No suspect.**", ""]
-            page.append("<p><b>No suspect.</b></p>")
+            words = _no_suspect(meta)
+            md += [f"**{words[0].upper()}{words[1:]}.**", ""]
+            page.append(f"<p><b>{_e(words[0].upper() + words[1:])}.</b></p>")
         if transient:
             md += ["Did not reproduce (transient):", ""]
             md += [f"- {s['evidence']}" for s in transient] + [""]
@@ -142,19 +161,33 @@ def _locate_sections(located: list[Run], out: Path) -> tuple[list[str], list[str
 
 def write_report(runs: list[Run], comparisons: list[tuple[str, list, list]], summaries:
                  list[str], out: Path, comparison_frame=None,
-                 located: list[Run] | None = None) -> tuple[Path, Path]:
+                 located: list[Run] | None = None,
+                 located_rows: list[dict] | None = None) -> tuple[Path, Path]:
     """Write report.md, report.html and the plots into ``out`` (which exists).
 
     ``comparisons``: (candidate name, columns, rows) of each run against the first;
     ``summaries``: one line per comparison (verdict counts and gaps); ``located``: locate
-    runs (no rows: their suspects and heatmaps).
+    runs (no rows: their suspects and heatmaps); ``located_rows``: two locate runs compared
+    per entity and link (compare.locate), shown before their sections.
     """
     located = located or []
     images = overlay_plots(runs, out, comparison_frame) if runs else {}
     summaries = summaries + [locate_summary(run) for run in located]
+    names = [run.name for run in located]
+    if located_rows is not None:
+        summaries.append(compare_summary(located_rows, names))
+        cells = compare_cells(located_rows)
+        title = f"{names[1]} vs {names[0]}: locate, per entity and link"
+        locate_md = [f"## {title}", "", markdown_table(COMPARE_HEADERS, cells), ""]
+        locate_html = [f"<h2>{_e(title)}</h2>",
+                       _html_table(COMPARE_HEADERS, cells, lambda row: _change_css(row[-1]))]
+    else:
+        locate_md, locate_html = [], []
     env_headers = ["", *[run.name for run in (*runs, *located)]]
     env_rows = environment_rows([*runs, *located])
-    locate_md, locate_html = _locate_sections(located, out)
+    sections_md, sections_html = _locate_sections(located, out)
+    locate_md += sections_md
+    locate_html += sections_html
 
     md = ["# commbench report", ""]
     md += [f"- {line}" for line in summaries] + ([""] if summaries else [])
@@ -204,6 +237,10 @@ def write_report(runs: list[Run], comparisons: list[tuple[str, list, list]], sum
     html_path = out / "report.html"
     html_path.write_text("\n".join(page))
     return md_path, html_path
+
+
+def _change_css(change: str) -> str:
+    return CHANGE_CSS.get(change, "")
 
 
 def _e(text) -> str:

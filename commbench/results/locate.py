@@ -37,6 +37,9 @@ class PairSink:
     def begin(self, meta: dict) -> None:
         self.writer.begin(meta, 0)
 
+    def planned(self, rounds: int, pairs: int) -> None:
+        """The rounds the ranks were handed (a live view counts them; the file does not)."""
+
     def pair(self, record: dict) -> None:
         if self._file is None:
             self._file = open(self.writer.path / PAIRS_JSONL, "a", buffering=1)  # noqa: SIM115

@@ -218,11 +218,23 @@ def test_a_congested_round_of_three_pairs_names_nobody():
 
 
 def test_no_good_partner_is_inconclusive():
+    """Of two entities either may be the slow one: the suspect's only partner is not known
+    good, so nothing is retested and the verdict is inconclusive."""
     found = locate.Attribution(locate.attribute(2, fleet(2)).scores,
                                [locate.Suspect("gpu", (0,), "busbw", 0.5, 1.0)])
-    assert locate.confirmation_rounds(2, found, 3, 10) == [] or True
+    assert locate.confirmation_rounds(2, found, 3, 10) == []
     suspects = locate.confirm_suspects(found, [], ["a", "b"], 0.1)
     assert suspects[0].verdict == "inconclusive"
+    assert suspects[0].evidence.endswith("not retested (no known-good partner)")
+
+
+def test_every_other_entity_suspected_leaves_nobody_to_retest_with():
+    scores = locate.attribute(3, fleet(3)).scores
+    found = locate.Attribution(scores, [locate.Suspect("gpu", (e,), "busbw", 0.5, 1.0)
+                                        for e in range(3)])
+    assert locate.confirmation_rounds(3, found, 3, 10) == []
+    assert locate.confirmation_rounds(3, locate.Attribution(scores, found.suspects[:1]), 0,
+                                      10) == []
 
 
 def test_confirmation_uses_distinct_good_partners():
@@ -401,7 +413,7 @@ def test_the_folder_names_the_bad_rank_in_every_file(tmp_path, capsys):
     import csv
 
     found = locate_folder(tmp_path / "before", slow={2: 0.4})
-    assert found["bad"]
+    assert found["code"] == 1
     folder = tmp_path / "before"
     with open(folder / "entities.csv") as handle:
         rows = {r["entity"]: r for r in csv.DictReader(handle)}
