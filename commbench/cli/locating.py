@@ -42,6 +42,7 @@ def register(app: typer.Typer) -> None:
         name: Optional[str] = options.run_name(),  # noqa: UP045
         force: bool = options.force(),
         json_out: bool = options.json_output(),
+        history: Optional[str] = options.history_url(),  # noqa: UP045
     ) -> None:
         """Find the slow GPU, node, rail or link: every pair of entities measured in concurrent
         rounds (bidirectional p2p), an N x N matrix and heatmap, suspects named with their
@@ -59,6 +60,6 @@ def register(app: typer.Typer) -> None:
                           small=small, large=large, confirm=confirm,
                           min_effect=parse_effect(min_effect), nproc=nproc, timeout=timeout,
                           backend=backend, seed=seed)
-        output = LocateOutput(out=out, name=name, force=force, json_out=json_out,
+        output = LocateOutput(out=out, name=name, force=force, json_out=json_out, history=history,
                               command_line=tuple(sys.argv))
         raise typer.Exit(run_locate(spec, output))

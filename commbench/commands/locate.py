@@ -187,6 +187,10 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
                     config=asdict(spec))
     if env is not None and env.rank != 0:  # every rank exits as rank 0 will
         return int(_run_external(env, job, None))
+    if output.history:  # a typo in the URL is refused now, not after the rounds
+        from commbench.history import check_store_url
+
+        check_store_url(output.history)
     run_id = output.name or _run_id(backend, world)
     path = results.create(output.out, run_id, force=output.force, generated=output.name is None)
     writer = results.RunWriter(path, {"name": path.name, "command": "locate",
@@ -218,10 +222,28 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
     else:
         code = EXIT_OK
     found = finished if finished and not error else finish(path, spec, output, error, backend)
+    _add_to_history(output, path, failed=bool(error))
     if error:
         say(f"kept the {found['pairs']} measured pair(s) in {path}")
         return code
     return found["code"]
+
+
+def _add_to_history(output: LocateOutput, path: Path, failed: bool) -> None:
+    """``--history``: the run's per-entity ratios go into the store (SPEC §11). A failed run
+    keeps its own exit code; the store's trouble is then only a warning."""
+    if not output.history:
+        return
+    from commbench.core.errors import CommbenchError
+    from commbench.history import add_finished_run
+    from commbench.output.console import say
+
+    try:
+        say(add_finished_run(output.history, path))
+    except CommbenchError as error:
+        if not failed:
+            raise
+        say(f"warning: the run was not added to {output.history}: {error}")
 
 
 def _one_node(env) -> bool:

@@ -29,4 +29,5 @@ class LocateOutput:
     name: str | None = None
     force: bool = False
     json_out: bool = False
+    history: str | None = None  # a history store's URL: the run is added when it ends
     command_line: tuple[str, ...] = field(default_factory=tuple)

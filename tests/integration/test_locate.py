@@ -119,7 +119,8 @@ def test_a_hung_pair_ends_the_run_with_the_partial_matrix(tmp_path):
     """Rank 1 and rank 3 never finish their pair (round 3 of the circle at 6): the others
     time out waiting for the round, the run exits 3 naming the pair, and every pair measured
     before is kept, the hung one marked."""
-    args = [*ARGS[:-1], "5"]  # --timeout 5
+    store = f"sqlite:///{tmp_path / 'history.db'}"
+    args = [*ARGS[:-1], "5", "--history", store]  # --timeout 5
     done, run = commbench(args, tmp_path, timeout=120, env={"COMMBENCH_FAULT": "hang:1,3:p2p"})
     assert done.returncode == 3, done.stderr[-3000:]
     assert "rank 1 was at locate round 3 (main), pair 1-3" in done.stderr
@@ -135,6 +136,14 @@ def test_a_hung_pair_ends_the_run_with_the_partial_matrix(tmp_path):
             if p["status"] != "ok"] == [("rank 1", "rank 3", "hung")]
     assert json.loads((run / "run.json").read_text())["status"] == "partial"
     assert (run / "heatmap_busbw.png").exists() and (run / "matrix_busbw.csv").exists()
+    # --history: the cut run is in the store as partial, with its per-entity ratios
+    from commbench.history.store import Store
+
+    with Store(store) as history:
+        (labels,) = history.runs()
+        entities_stored = {e.entity for _, e in history.entities()}
+    assert (labels.run_id, labels.status, labels.kind) == (run.name, "partial", "locate")
+    assert {f"rank {r}" for r in range(6)} <= entities_stored
 
 
 def test_four_torchrun_agents_are_four_nodes_and_the_slow_one_is_named(tmp_path):
