@@ -16,6 +16,7 @@ _MODULES = (
     "broadcast",
     "reduce_scatter",
     "alltoall",
+    "alltoallv",
     "reduce",
     "gather",
     "scatter",

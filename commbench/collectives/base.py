@@ -175,6 +175,26 @@ class Collective:
         row this variant names differently; {} = none."""
         return {}
 
+    def row_extras(self, ctx: OpContext, count: int) -> dict[str, Any]:
+        """Extra row fields (schema.Row names) that follow from the size alone, not from
+        anything counted while it ran (alltoallv: its busiest rank's bytes and its split
+        matrix's id), so every row of the size carries them, --per-group ones included;
+        {} = none."""
+        return {}
+
+    def busbw_factor_at(self, ctx: OpContext, count: int) -> float:
+        """The factor of a row at ``count`` elements: an op whose traffic's shape changes with
+        the size overrides this (alltoallv: (n-1)/n x its busiest rank's bytes over the mean,
+        which whole elements move a little from size to size); the others' is
+        ``busbw_factor_in``'s."""
+        return self.busbw_factor_in(ctx)
+
+    def run_files(self, spec: Any, world: int) -> dict[str, str]:
+        """Files this op keeps in the run folder beside its rows (name -> text), written when
+        the folder is made, before any rank starts (alltoallv: every split matrix its rows
+        will name); torch-free like ``refuse``. {} = none."""
+        return {}
+
     def count_for(self, size_bytes: int, itemsize: int, world: int) -> int:
         """Round a requested size down to whole elements (whole chunks where the op splits)."""
         count = size_bytes // itemsize

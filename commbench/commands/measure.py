@@ -45,6 +45,10 @@ def run_measure(spec: MeasureSpec, output: OutputSpec) -> int:
         _check_host_memory(spec, world)
     if output.dry_run:
         return _dry_run(spec, world, env)
+    if output.history:  # a typo in the URL is refused now, not after the sweep
+        from commbench.history import check_store_url
+
+        check_store_url(output.history)
     return _launch(spec, output, env, world)
 
 
@@ -133,8 +137,28 @@ def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
         run = finish(path, "partial" if rows else "failed", str(error))
         say(f"error: {error}")
         say(f"kept {len(rows)} measured row(s) in {path} (status {run.meta['status']})")
+        _add_to_history(output, path, failed=True)
         return error.exit_code
-    return _show(finish(path, "complete"), output)
+    run = finish(path, "complete")
+    _add_to_history(output, path, failed=False)
+    return _show(run, output)
+
+
+def _add_to_history(output: OutputSpec, path: Path, failed: bool) -> None:
+    """``--history``: the run goes into the store as it ended (partial runs as partial). A
+    failed run keeps its own exit code, the store's trouble is then only a warning."""
+    if not output.history:
+        return
+    from commbench.core.errors import CommbenchError
+    from commbench.history import add_finished_run
+    from commbench.output.console import say
+
+    try:
+        say(add_finished_run(output.history, path))
+    except CommbenchError as error:
+        if not failed:
+            raise
+        say(f"warning: the run was not added to {output.history}: {error}")
 
 
 def _run_local(spec: MeasureSpec, sink, world: int) -> None:

@@ -9,6 +9,10 @@
 - ``shift``: the call's result is moved by one element;
 - ``neighbour``: the result holds the neighbouring rank's chunk (reduce-scatter reduces the
   next chunk; the other ops' results are rotated by one chunk);
+- ``splits``: an all_to_all_single with split sizes moves one element from chunk (0, 1) to
+  (0, 0) and one from (1, 0) to (1, 1) (sender, receiver): every row and column keeps its
+  total, so the call goes through, and each rank shifts only the sizes it passes itself (the
+  ranks agree without talking), but ranks 0 and 1 cut their chunks at the wrong sizes;
 - ``delay=SECONDS``: the call sleeps first (a slow rank, link or node);
 - ``slow=FACTOR``: FACTOR - 1 more of the same call on average, on scratch copies, so each
   call costs FACTOR times its own time (a proportional regression, for compare's power);
@@ -34,7 +38,7 @@ import time
 from dataclasses import dataclass
 
 FAULT_ENV = "COMMBENCH_FAULT"
-WRAPPING = ("noop", "shift", "neighbour", "delay", "slow", "flaky")
+WRAPPING = ("noop", "shift", "neighbour", "splits", "delay", "slow", "flaky")
 PAIR_ACTIONS = ("linkdelay", "hang")  # p2p batches between two ranks of RANKS
 HANG_S = 3600.0
 
@@ -195,7 +199,7 @@ def _wrap_distributed(injector: Injector) -> None:
         fault = injector.action(*WRAPPING)
         if fault is None:
             return real_batch(ops)
-        if fault.action == "slow":  # p2p batches are not slowed (no scratch copies)
+        if fault.action in ("slow", "splits"):  # not slowed (no scratch copies); no splits
             return real_batch(ops)
         if fault.action in ("delay", "flaky"):
             time.sleep(fault.seconds)
@@ -242,6 +246,26 @@ class _Slowdown:
         return self.scratch[key]
 
 
+def _wrong_splits(dist, group, kwargs: dict) -> dict:
+    """The ``splits`` fault: the split sizes of a matrix M' = M with M'00 = M00 + 1,
+    M'01 = M01 - 1, M'10 = M10 - 1, M'11 = M11 + 1, each rank changing only its own row
+    (input) and column (output), so senders and receivers agree; unchanged where M01 or M10
+    is 0 (a size would go negative) or the call has no split sizes."""
+    sent, received = kwargs.get("input_split_sizes"), kwargs.get("output_split_sizes")
+    if not sent or not received or len(sent) < 2:
+        return kwargs
+    rank = dist.get_rank(group) if group is not None else dist.get_rank()
+    if rank not in (0, 1):
+        return kwargs
+    sign = 1 if rank == 0 else -1  # rank 0 gains on its own chunk, rank 1 loses on chunk 0
+    sent, received = list(sent), list(received)
+    sent[0], sent[1] = sent[0] + sign, sent[1] - sign
+    received[0], received[1] = received[0] + sign, received[1] - sign
+    if min(sent + received) < 0:
+        return kwargs  # M01 or M10 is 0: both ranks see it (each holds both), both keep M
+    return {**kwargs, "input_split_sizes": sent, "output_split_sizes": received}
+
+
 def _wrapped(dist, injector: Injector, name: str, real, result):
     slowdown = _Slowdown()
 
@@ -262,6 +286,8 @@ def _wrapped(dist, injector: Injector, name: str, real, result):
         if fault.action == "noop":
             return _Done() if kwargs.get("async_op") else None
         group = kwargs.get("group")
+        if fault.action == "splits":
+            return real(*args, **_wrong_splits(dist, group, kwargs))
         parts = _group_size(dist, group)
         if fault.action == "neighbour" and name.startswith("reduce_scatter"):
             # Reduce the next rank's chunk: rank r's output is chunk r+1 of the result.

@@ -76,7 +76,7 @@ def build_row(op: Collective, ctx: OpContext, where: RowContext, count: int,
     slowest = int(np.argmax(means_us))
     top = float(means_us[slowest])
     skew = (top - float(means_us.min())) / top * 100 if top > 0 else 0.0
-    return Row(
+    row = Row(
         op=collectives.row_name(op.name),
         backend=where.backend,
         device=where.device,
@@ -91,7 +91,7 @@ def build_row(op: Collective, ctx: OpContext, where: RowContext, count: int,
         samples=int(samples_us.size),
         **stats.as_columns(),
         algbw_gbps=algbw,
-        busbw_gbps=algbw * op.busbw_factor_in(ctx),
+        busbw_gbps=algbw * op.busbw_factor_at(ctx, count),
         wrong=wrong,
         slowest_rank=int(np.flatnonzero(active)[slowest]),
         skew_pct=skew,
@@ -118,3 +118,4 @@ def build_row(op: Collective, ctx: OpContext, where: RowContext, count: int,
         round_p50_us=[round(float(np.median(part)), 4)
                       for part in np.split(samples_us, np.cumsum(rounds)[:-1])] if rounds else [],
     )
+    return replace(row, **op.row_extras(ctx, count))  # the op's own columns (alltoallv's)

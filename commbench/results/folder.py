@@ -117,6 +117,13 @@ class RunWriter:
         _write_json(self.path / RUN_JSON, {"format_version": FORMAT_VERSION, **self.base,
                                            "status": "starting", "start_time": now()})
 
+    def file(self, name: str, text: str) -> None:
+        """A file an op keeps beside its rows (Collective.run_files: alltoallv's
+        splits-<id>.csv), by a plain name inside the folder."""
+        if Path(name).name != name:
+            raise ValueError(f"an op's file is named inside the run folder, not {name!r}")
+        (self.path / name).write_text(text)
+
     def begin(self, meta: dict, planned: int) -> None:
         _write_json(self.path / RUN_JSON, {"format_version": FORMAT_VERSION, **self.base,
                                            **meta, "planned_rows": planned})
@@ -207,12 +214,17 @@ def load_run(path: str | Path, strict: bool = False) -> Run:
     folder = path.parent if path.is_file() else path
     jsonl = path if path.is_file() else path / JSONL
     if not jsonl.exists():
+        kind = folder_kind(folder)
+        if kind is not None and kind != "sweep":
+            raise NotASweep(folder, kind)
         raise UsageError(f"no results at {path} (expected a run folder or its {JSONL})")
     meta, meta_warning = _read_meta(folder)
     _check_version(meta, folder)
     rows, warnings = _parse_rows(jsonl, strict)
     if not rows:
-        raise UsageError(f"{jsonl} holds no rows")
+        ended = meta.get("status") or "unknown"
+        why = f": {meta['error']}" if meta.get("error") else ""
+        raise UsageError(f"{folder} holds no measured rows (its run.json says {ended}{why})")
     damage = _damage(meta, rows, warnings)
     if damage:  # a complete run that lost rows is not complete: the gate must see it
         meta = {**meta, "status": "partial", "error": damage}
@@ -220,6 +232,37 @@ def load_run(path: str | Path, strict: bool = False) -> Run:
         warnings.insert(0, meta_warning)
     return Run(name=run_label(folder, meta), path=folder, rows=rows, meta=meta,
                warnings=warnings)
+
+
+# What each kind of folder commbench writes holds, so that a command given the wrong kind can
+# say which kind it got (a locate run handed to compare used to read "no results at ...").
+KIND_MARKERS = (("sweep", JSONL), ("locate", "pairs.jsonl"), ("replay", "replayed.jsonl"),
+                ("trace", "rank-0.jsonl"))
+
+
+def folder_kind(path: str | Path) -> str | None:
+    """sweep | locate | replay | trace, or None for a folder commbench did not write."""
+    folder = Path(path)
+    for kind, marker in KIND_MARKERS:
+        if (folder / marker).is_file():
+            return kind
+    if (folder / RUN_JSON).is_file():
+        try:
+            command = json.loads((folder / RUN_JSON).read_text()).get("command")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return command if command in ("locate", "replay") else None
+    return None
+
+
+class NotASweep(UsageError):
+    """A run folder of another kind where a sweep (rows) was needed; ``kind`` says which."""
+
+    def __init__(self, folder: Path, kind: str) -> None:
+        self.folder, self.kind = folder, kind
+        super().__init__(f"{folder} is a {kind} {'folder' if kind == 'trace' else 'run'}, not "
+                         f"a sweep (no {JSONL}): this command reads the rows of a measuring "
+                         "run")
 
 
 def run_label(folder: Path, meta: dict) -> str:

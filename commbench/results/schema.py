@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
 # run.json's format_version: a reader refuses a newer major version; a minor bump only adds.
-FORMAT_VERSION = "1.2"  # 1.2: the ps columns
+FORMAT_VERSION = "1.3"  # 1.2: the ps columns; 1.3: the alltoallv columns
 # The validation of a row written as a run ended inside an op's rounds (measure.sweep): measured
 # in fewer rounds than planned and never checked, so it does not make a run complete.
 CUT_SHORT = "off: the run ended before this size was checked"
@@ -91,6 +91,12 @@ class Row:
     # rejected pushes' bytes (collectives/ps.py: reduced_gbps)
     reduced_gbps: float = 0.0
     beside: str = ""  # the op label of this launch's baseline rows it is shown beside (ps)
+    # alltoallv (collectives/alltoallv.py): bytes of the busiest rank (the most any rank sends
+    # or receives), that over the mean a rank sends (1 = balanced; 0 = not an alltoallv row),
+    # and the id of the routing's matrix, kept as splits-<id>.csv in the run folder
+    max_rank_bytes: int = 0
+    imbalance: float = 0.0
+    split_id: str = ""
     # Kept in results.jsonl only: the raw samples, for significance tests and re-analysis;
     # with rounds, how many samples each round took (samples_us in order) and its median.
     samples_us: list[float] = field(default_factory=list)
