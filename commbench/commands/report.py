@@ -9,7 +9,7 @@ from pathlib import Path
 from commbench.compare.launches import pooled_run
 from commbench.compare.runs import compare_runs, incomplete_runs
 from commbench.core.errors import EXIT_OK, UsageError
-from commbench.results import JSONL, Run, load_run, read_meta
+from commbench.results import JSONL, Run, folder_kind, load_run, read_meta
 from commbench.results.locate import is_locate_run
 
 
@@ -26,7 +26,11 @@ def run_report(paths: list[str], out: str) -> int:
             continue
         # `commbench report results/*` also matches the report's own folder, bench folders...
         if candidate.is_dir() and not (candidate / JSONL).exists():
-            print(f"note: skipping {path}: not a run folder (no {JSONL})", file=sys.stderr)
+            kind = folder_kind(candidate)
+            what = (f"a {kind} {'folder' if kind == 'trace' else 'run'} (report shows sweeps "
+                    "and locate runs; replay writes its own summary.md)") if kind else \
+                f"not a run folder (no {JSONL})"
+            print(f"note: skipping {path}: {what}", file=sys.stderr)
             continue
         runs.append(load_run(path))
     if not runs and not located:

@@ -63,11 +63,14 @@ def verdict_lines(pair) -> list[str]:
                       f"{flip.ratio_hi:.2f}x at {_size(flip.size_hi)}" for flip in pair.flips)
     lines = []
     for crossing in pair.crossovers:
+        if not crossing.usable:  # a size read off a line that explains nothing is no answer
+            lines.append(f"no crossover claimed near {approx_size(crossing.size_bytes)}: a fit "
+                         "there is no usable fit (trust the measured ratios below)")
+            continue
         where = ("" if crossing.measured else ", beyond the measured sizes")
         how = " (where a fit changes segment)" if crossing.at_cut else ""
-        doubt = "" if crossing.usable else ", from a segment with no usable fit"
         lines.append(f"crossover at {approx_size(crossing.size_bytes)} "
-                     f"({crossing.size_bytes:.0f} B){how}{where}{doubt}: "
+                     f"({crossing.size_bytes:.0f} B){how}{where}: "
                      f"{crossing.faster_below} faster below, {crossing.faster_above} "
                      "faster above")
     if not pair.crossovers:

@@ -139,3 +139,16 @@ def test_a_verdict_read_off_a_fit_that_explains_nothing_says_so(tmp_path, capsys
     out = capsys.readouterr().out
     assert ("allreduce is faster than ps/sync at every size the fits cover (but ps/sync has "
             "a segment with no usable fit: trust the measured ratios below)") in out
+
+
+def test_no_crossover_is_claimed_from_a_fit_that_explains_nothing(tmp_path, capsys):
+    """The allreduce times scatter (no usable fit) across a ps line: model used to print
+    'crossover at 81.1K ... from a segment with no usable fit', a size read off a line that
+    explains nothing. It claims no crossover and points at the measured ratios."""
+    scatter = {size: (4000.0 if index % 3 else 200.0) for index, size in enumerate(SIZES)}
+    run = write_run(tmp_path / "ps-run", rows(line(100.0, 1.0), scatter.get))
+    assert run_model([str(run)], json_out=False) == 0
+    out = capsys.readouterr().out
+    assert "crossover at" not in out
+    assert "no crossover claimed" in out and "no usable fit" in out
+    assert "ratio of measured medians" in out
