@@ -18,9 +18,10 @@ def register(app: typer.Typer) -> None:
                                     "`commbench record --out DIR -- CMD` writes it."),
         steps: Optional[str] = typer.Option(  # noqa: UP045
             DEFAULTS.steps, "--steps", help="Which recorded steps: K (K steps, cycling over "
-            "those after the first), 1-3,7 (those, once each) or all (once each); default: "
-            "every step after the first (step 0 holds setup traffic such as DDP's first "
-            "broadcast), in whole passes until at least 10 steps are replayed."),
+            "the trace's steps), 1-3,7 (those recorded steps, once each) or all (every "
+            "recorded step once); default: the trace's steps (not step 0's set-up traffic, "
+            "not the tail after the last step end), in whole passes until at least 10 steps "
+            "are replayed."),
         curves: Optional[str] = typer.Option(  # noqa: UP045
             DEFAULTS.curves, "--curves", help="Price the calls on this results folder's "
             "curves (another cluster's run: measured, interpolated or its α–β fit, as "
@@ -47,8 +48,7 @@ def register(app: typer.Typer) -> None:
         """Replay a recorded trace's calls with real collectives (same sizes, dtypes, groups
         and order, asynchronous where they were) and report per op and per step three times:
         in situ (the recording), replayed (here) and model (priced on measured curves). Exit
-        0; 1: the replay's bytes or calls differ from the trace; 2: bad input; 3: the run
-        failed."""
+        0; 2: bad input; 3: the run failed."""
         from commbench.commands.replay import run_replay
 
         spec = ReplaySpec(trace=trace, steps=steps, curves=curves, gaps=gaps.lower(),

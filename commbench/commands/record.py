@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from commbench.core.errors import UsageError
 
+RECORD_JSON = "record.json"
 BOOT = Path(__file__).resolve().parent.parent / "record" / "boot"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -35,14 +37,16 @@ def run_record(command: list[str], out: str | None, force: bool, steps: int | No
                          "python train.py ...")
     if steps is not None and steps < 1:
         raise UsageError(f"--steps must be 1 or more, not {steps}")
-    folder = Path(out) if out else Path("results") / datetime.now().strftime(
-        "trace-%Y%m%d-%H%M%S")
+    _check_runnable(command[0])  # before any folder is made: a typo leaves nothing behind
+    folder = Path(out) if out else default_folder(Path("results"), datetime.now())
     old = sorted(folder.glob(trace_format.TRACE_GLOB)) if folder.is_dir() else []
-    if old and not force:
-        raise UsageError(f"{folder} already holds a trace ({len(old)} rank files); pass "
-                         "--force to replace it or --out another folder")
+    if (old or (folder / RECORD_JSON).exists()) and not force:
+        what = f"a trace ({len(old)} rank files)" if old else "a record (record.json)"
+        raise UsageError(f"{folder} already holds {what}; pass --force to replace it or "
+                         "--out another folder")
     for file in old:
         file.unlink()
+    made = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
 
     env = dict(os.environ)
@@ -55,12 +59,40 @@ def run_record(command: list[str], out: str | None, force: bool, steps: int | No
         env["COMMBENCH_RECORD_STEPS"] = str(steps)
 
     started = results.now()
-    code = _run(command, env)
+    try:
+        code = _run(command, env)
+    except UsageError:
+        if made:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     meta = {"format": "commbench-record", "commbench": __version__, "command": command,
             "exit_code": code, "started": started, "ended": results.now()}
-    (folder / "record.json").write_text(json.dumps(meta, indent=2) + "\n")
+    (folder / RECORD_JSON).write_text(json.dumps(meta, indent=2) + "\n")
     _summarize(folder, code)
     return code
+
+
+def default_folder(root: Path, now: datetime) -> Path:
+    """``root/trace-<time>``, never one that exists: two records in the same second (a
+    failed one, then another) each get their own (-2, -3 ...), as run folders do."""
+    base = root / now.strftime("trace-%Y%m%d-%H%M%S")
+    folder, suffix = base, 1
+    while folder.exists():
+        suffix += 1
+        folder = base.with_name(f"{base.name}-{suffix}")
+    return folder
+
+
+def _check_runnable(program: str) -> None:
+    """The command's program must exist (a path, or a name on PATH) and be executable."""
+    if os.sep in program or (os.altsep and os.altsep in program):
+        path = Path(program)
+        if not path.exists():
+            raise UsageError(f"cannot run {program!r}: no such command")
+        if not os.access(path, os.X_OK) or path.is_dir():
+            raise UsageError(f"cannot run {program!r}: permission denied")
+    elif shutil.which(program) is None:
+        raise UsageError(f"cannot run {program!r}: no such command on PATH")
 
 
 def _run(command: list[str], env: dict) -> int:
@@ -96,14 +128,22 @@ def _summarize(folder: Path, code: int) -> None:
               "called torch.distributed.init_process_group", file=sys.stderr)
         return
     calls = sum(len(rank.calls) for rank in trace.ranks.values())
-    steps = trace.steps() or [0]
+    split = trace_format.step_split(trace)
+    steps = list(split.steps) or trace.steps() or [0]
+    left_out = split.left_out()
     print(f"commbench record: {calls} calls on {len(trace.ranks)} of {trace.world_size} ranks, "
-          f"steps {steps[0]}-{steps[-1]}, in {folder}"
+          f"{len(split.steps)} step(s) ({_span(steps)}), in {folder}"
           + ("" if code == 0 else f" (the command exited {code})"), file=sys.stderr)
+    if left_out:
+        print(f"commbench record: not steps: {left_out}", file=sys.stderr)
+    if split.fallback:
+        print(f"commbench record: note: {split.fallback}", file=sys.stderr)
+    for note in trace.notes:
+        print(f"commbench record: warning: {note}", file=sys.stderr)
     for problem in trace_format.check_order(trace):
         print(f"commbench record: warning: {problem}", file=sys.stderr)
     rank0 = trace.ranks[min(trace.ranks)]
-    step = steps[-2] if len(steps) > 2 else steps[-1]
+    step = steps[-1]
     per_op: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for call in rank0.calls:
         if call.step == step:
@@ -112,3 +152,7 @@ def _summarize(folder: Path, code: int) -> None:
     for (op, dtype), (count, size) in sorted(per_op.items()):
         print(f"  rank {rank0.rank}, step {step}: {op} {dtype}: {count} calls, {size} bytes",
               file=sys.stderr)
+
+
+def _span(steps: list[int]) -> str:
+    return f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"

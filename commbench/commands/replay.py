@@ -18,7 +18,13 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from commbench.core.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
+from commbench.core.errors import (
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    Interrupted,
+    RunFailed,
+    UsageError,
+)
 from commbench.results.replay import (
     CHART,
     RANKS_CSV,
@@ -34,7 +40,7 @@ def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
     from commbench.launch import detect
     from commbench.replay.plan import check_trace, make_plan, select_steps
     from commbench.replay.rank import ReplayJob
-    from commbench.results.trace import load
+    from commbench.results.trace import load, step_split
 
     env = detect()
     if env is not None and spec.nproc is not None:
@@ -46,8 +52,14 @@ def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
         raise UsageError(f"bad --warmup {spec.warmup}: 0 or more steps")
     trace = load(spec.trace)
     world = env.world if env else (spec.nproc or trace.world_size)
-    steps = select_steps(trace.steps(), spec.steps)
+    split = step_split(trace)
+    steps = select_steps(split, trace.steps(), spec.steps)
     check_trace(trace, world, steps)
+    if env is None or env.rank == 0:
+        from commbench.output.console import say
+
+        for note in trace.notes:
+            say(f"warning: {note}")
     if world > trace.world_size and (env is None or env.rank == 0):
         from commbench.output.console import say
 
@@ -66,7 +78,20 @@ def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
     if env is not None and env.rank != 0:
         _run_external(env, job, None)
         return EXIT_OK
-    return _launch(spec, output, env, world, trace, job, curves)
+    return _launch(spec, output, env, world, trace, job, curves,
+                   _left_out(split, spec.steps, steps))
+
+
+def _left_out(split, asked: str | None, steps: list[int]) -> str:
+    """What the replay leaves out of the recording, in words, for the table's head: with the
+    default and a count, set-up and tail (results.trace.step_split); named steps say
+    themselves."""
+    if split.fallback and set(steps) == {0}:
+        return split.fallback
+    if asked is not None and not asked.strip().isdigit() and asked.strip().lower() not in (
+            "", "default"):
+        return ""
+    return split.left_out()
 
 
 def _backend(name: str, trace) -> str:
@@ -114,12 +139,15 @@ def _curves(path: str | None, trace) -> tuple:
 
 
 def _launch(spec: ReplaySpec, output: ReplayOutput, env, world: int, trace, job,
-            curves) -> int:
+            curves, left_out: str) -> int:
     from commbench import results
     from commbench.output.console import say
 
     run_id = output.name or _run_id(job.backend, world)
-    path = results.create(output.out, run_id, force=output.force, generated=output.name is None)
+    force = output.force or _failed_before(Path(output.out) / run_id)
+    if force and not output.force:
+        say(f"replacing {Path(output.out) / run_id}: a replay that failed and kept nothing")
+    path = results.create(output.out, run_id, force=force, generated=output.name is None)
     writer = results.RunWriter(path, {"name": path.name, "command": "replay",
                                       "command_line": list(output.command_line),
                                       "trace": str(Path(spec.trace).resolve())})
@@ -133,9 +161,23 @@ def _launch(spec: ReplaySpec, output: ReplayOutput, env, world: int, trace, job,
     except (RunFailed, Interrupted) as failure:
         say(f"error: {failure}")
         writer.update({"status": "failed", "error": str(failure), "end_time": results.now()})
-        say(f"run.json in {path} says why (nothing is replayed in part)")
+        say(f"run.json in {path} says why; a replay keeps no part of its steps (the figures "
+            f"need every rank's numbers, handed over at the end): run it again with --name "
+            f"{path.name}, no --force needed")
         return failure.exit_code
-    return finish(path, spec, output, trace, job, curves)
+    return finish(path, spec, output, trace, job, curves, left_out)
+
+
+def _failed_before(path: Path) -> bool:
+    """A folder of a replay that failed: it holds no figures (they are handed over at the
+    end), only the reason, so running the same --name again replaces it without --force."""
+    from commbench import results
+
+    if not path.is_dir():
+        return False
+    meta = results.read_meta(path)
+    return (meta.get("command") == "replay" and meta.get("status") == "failed"
+            and not (path / REPLAY_CSV).exists())
 
 
 def _run_id(backend: str, world: int) -> str:
@@ -166,7 +208,7 @@ def _run_external(env, job, sink) -> None:
 
 
 def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job,
-           curves: tuple) -> int:
+           curves: tuple, left_out: str = "") -> int:
     """The figures from replayed.jsonl, every file of the folder, the console; exit code."""
     from commbench import results
     from commbench.output import replay as render
@@ -185,7 +227,11 @@ def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job,
              "projected)" if pricer is not None else "each distinct call timed alone in this "
              "launch")
     head = {"trace": str(spec.trace), "world": trace.world_size, "backend": job.backend,
-            "gaps": spec.gaps, "model": model}
+            "gaps": spec.gaps, "model": model, "left_out": left_out}
+    summary.left_out = left_out
+    # The bytes every call hands torch were checked before timing (exit 3), and the ranks
+    # replay the plan's calls by construction: a difference here is commbench's own fault,
+    # a failed run, not a finding about the job.
     wrong = mismatches(summary)
     meta = results.read_meta(path)
     meta.update(status="complete", error=None, end_time=results.now(), replay=summary.as_json(),
@@ -204,8 +250,8 @@ def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job,
     if output.json_out:
         print(json.dumps({**summary.as_json(), "results": str(path)}), flush=True)
     if wrong:
-        say(f"error: the replay differs from the trace: {wrong[0]}")
-        return EXIT_FINDING
+        say(f"error: the replay differs from the trace (a commbench fault): {wrong[0]}")
+        return EXIT_RUN_FAILED
     return EXIT_OK
 
 

@@ -14,6 +14,11 @@ the one-way time of one message); a barrier reads the run's barrier rows (median
 medians, no size). A call the run cannot price (an op it did not measure, a size outside a
 curve too short to fit) is left out of the sums with a note naming what to measure.
 
+The steps priced by default are the trace's steps as ``results.trace.step_split`` decides
+them, the rule replay shares: step 0's set-up traffic and the tail after the last step end
+are not steps (``--step N`` prices any recorded step), so the mean per step here and a
+replay's model per step are of the same steps.
+
 Per rank and step, calls of one (op, dtype, size, group size) make one line: calls x the
 price of one call. A step's time is the sum of its lines, nothing overlapping (as
 ``estimate`` assumes); the in-situ time beside it is the trace's own (``Call.in_situ_s``)
@@ -35,7 +40,7 @@ from commbench.core.errors import UsageError
 from commbench.model.curves import RunCurves
 from commbench.model.estimate import NO_OVERLAP, StepSpec
 from commbench.results.schema import is_combined
-from commbench.results.trace import ITEMSIZES, Call, Group, Trace
+from commbench.results.trace import ITEMSIZES, Call, Group, Trace, step_split
 
 BARRIER_SOURCE = "measured (barrier)"
 # RunCurves names a term by its parallelism; a trace's call has a group, not a parallelism.
@@ -225,8 +230,11 @@ def price_trace(trace: Trace, rows: list[dict], rank: int | None = None,
     """Every rank's chosen steps priced on ``rows``; the lines of ``rank`` (default: the rank
     whose priced steps cost most, the lowest such rank on a tie)."""
     available = trace.steps()
-    chosen = list(dict.fromkeys(steps)) if steps else available
-    missing = [s for s in chosen if s not in available]
+    # By default the trace's steps, as replay decides them (results.trace.step_split): not
+    # step 0's set-up traffic, not the tail after the last step end; --step names any.
+    split = step_split(trace)
+    chosen = list(dict.fromkeys(steps)) if steps else list(split.steps)
+    missing = [s for s in chosen if s not in available and s not in split.steps]
     if missing:
         raise UsageError(f"{trace.path}: no step {missing[0]} in the trace (its steps: "
                          f"{', '.join(map(str, available)) or 'none'})")
@@ -243,7 +251,12 @@ def price_trace(trace: Trace, rows: list[dict], rank: int | None = None,
                                  if line.step == s) for s in chosen}
     shown = rank if rank is not None else max(
         sorted(per_rank), key=lambda r: sum(totals[r].values()))
-    notes = list(pricer.notes)
+    notes = list(trace.notes)
+    if not steps and split.left_out():
+        notes.append(f"not priced: {split.left_out()} (--step N prices any recorded step)")
+    if not steps and split.fallback:
+        notes.append(split.fallback)
+    notes += pricer.notes
     if len(trace.ranks) > 1:
         spread = sorted({round(sum(t.values()), 12) for t in totals.values()})
         how = "chosen with --rank" if rank is not None else "the rank whose steps cost most"

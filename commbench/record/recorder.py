@@ -14,6 +14,9 @@ irecv) or completes its future at launch (NCCL), a poll thread watches ``is_comp
 (``TORCH_NCCL_ENABLE_TIMING=1``, which ``record`` sets) becomes ``dur_ns``. A functional
 collective completes at its ``wait_tensor``.
 
+Steps: each end (``end_step``) is a step-end line in the file as it happens, and the header's
+``steps_ended`` at a clean exit, so a reader knows the calls after the last end are a tail.
+
 Never fail the user's job: a call the recorder cannot read is counted and skipped, with one
 warning. Lines are flushed at every step end and at exit, so a crash keeps what was recorded
 up to its last step; at a clean exit the file is rewritten with every group in the header.
@@ -67,7 +70,8 @@ class Recorder(TorchDispatchMode):
         self.functional: dict[int, tuple[Any, trace_format.Call]] = {}
         self.open_sync: list[tuple[int, trace_format.Call]] = []
         self.kinds: dict[Any, Descriptor | str | None] = {}
-        self.step = 0
+        self.step = 0  # step ends seen so far: the step a call belongs to
+        self.step_ends: list[int] = []  # each end's time (monotonic ns)
         self.explicit_steps = False
         self.skipped = 0
         self.drop = int(os.environ.get(ENV_DROP, "-1"))
@@ -252,9 +256,16 @@ class Recorder(TorchDispatchMode):
             self.explicit_steps = True
         elif self.explicit_steps:
             return
+        if self.stopped:  # past --steps: ends of steps not recorded are not counted
+            return
         self._close_sync()
+        ended = time.monotonic_ns()
         self.step += 1
+        self.step_ends.append(ended)
         self.flush()
+        # Said in the file as it happens: a crash keeps where its steps ended, and replay
+        # knows the calls after the last end are a tail, not a step.
+        self._write_line(trace_format.step_end_line(self.step, ended))
         if self.max_steps is not None and self.step >= self.max_steps:
             self.stopped = True
 
@@ -280,8 +291,8 @@ class Recorder(TorchDispatchMode):
             time.sleep(0.01)
         self.flush(everything=True)
         self.file.close()
-        trace_format.write_rank(self.path, self._header(), sorted(self.calls,
-                                                                  key=lambda c: c.seq))
+        trace_format.write_rank(self.path, self._header(),
+                                sorted(self.calls, key=lambda c: c.seq), self.step_ends)
 
     def crash_flush(self) -> None:
         if not self.file.closed:
@@ -292,7 +303,7 @@ class Recorder(TorchDispatchMode):
         return trace_format.header(torch_version=torch.__version__.split("+")[0],
                                    backend=self.backend, world_size=self.world_size,
                                    rank=self.rank, host=socket.gethostname(),
-                                   groups=dict(self.groups))
+                                   groups=dict(self.groups), steps_ended=self.step)
 
     def _write_line(self, record: dict) -> None:
         self.file.write(_json(record) + "\n")

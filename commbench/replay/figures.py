@@ -61,6 +61,8 @@ class OpFigures:
     sources: set[str] = field(default_factory=set)
     timed: int = 0  # calls with an in-situ time
     untimed: int = 0  # calls the recording has no completion for (left out of in situ)
+    step_calls: dict[int, int] = field(default_factory=dict)  # recorded step -> its calls
+    calls_range: tuple[int, int] = (0, 0)  # fewest and most calls in a replayed step
 
     def figures(self) -> dict:
         return {"op": self.op, "dtype": self.dtype, "bytes": self.bytes, "calls": self.calls,
@@ -68,7 +70,9 @@ class OpFigures:
                 "replayed_s": self.replayed_s, "model_s": self.model_s,
                 "replayed_bytes": self.replayed_bytes, "replayed_calls": self.replayed_calls,
                 "model_source": ", ".join(sorted(self.sources)), "untimed": self.untimed,
-                "timed": self.timed}
+                "timed": self.timed, "calls_min": self.calls_range[0],
+                "calls_max": self.calls_range[1],
+                "steps_with_calls": sorted(s for s, n in self.step_calls.items() if n)}
 
 
 @dataclass
@@ -78,10 +82,11 @@ class Summary:
     ops: list[dict]
     ranks: list[dict]
     notes: list[str] = field(default_factory=list)
+    left_out: str = ""  # what of the recording is not a step (results.trace.step_split)
 
     def as_json(self) -> dict:
         return {"steps": self.steps, "per_step": self.per_step, "ops": self.ops,
-                "notes": self.notes}
+                "notes": self.notes, "left_out": self.left_out}
 
 
 def replays_by_step(result: RankResult) -> dict[int, list[dict]]:
@@ -113,6 +118,7 @@ def rank_figures(trace: Trace, result: RankResult,
             fig = of(call)
             fig.bytes += weight * call.size_bytes
             fig.calls += weight
+            fig.step_calls[step] = fig.step_calls.get(step, 0) + 1
             # A call the recording saw no completion of (a recorder cut short at exit) is
             # left out of in situ and counted, rather than hiding the op's whole figure.
             if call.in_situ_s is None:
@@ -135,6 +141,9 @@ def rank_figures(trace: Trace, result: RankResult,
             fig.replayed_bytes += weight * handed[seq]
             fig.replayed_calls += weight
             fig.replayed_s += weight * statistics.median(times)
+    for fig in figures.values():  # an op some replayed steps lack: said, not hidden in a mean
+        counts = [fig.step_calls.get(step, 0) for step in replays]
+        fig.calls_range = (min(counts), max(counts))
     return figures, (wall if replays else None)
 
 
@@ -166,6 +175,9 @@ def summarise(trace: Trace, plan: ReplayPlan, results: dict[int, RankResult],
         # in situ: the mean over the ranks the recording timed the op on
         row["in_situ_s"] = _mean([m["in_situ_s"] for m in mine if m["in_situ_s"] is not None])
         row["ranks"] = len(mine)
+        row["calls_min"] = min(m["calls_min"] for m in mine)
+        row["calls_max"] = max(m["calls_max"] for m in mine)
+        row["steps_with_calls"] = sorted({s for m in mine for s in m["steps_with_calls"]})
         row["untimed_calls"] = sum(m["untimed"] for m in mine)
         row["model_source"] = ", ".join(sorted({m["model_source"] for m in mine}))
         ops.append({**{key: row[key] for key in SPEC_KEYS}, **row})
@@ -183,7 +195,8 @@ def summarise(trace: Trace, plan: ReplayPlan, results: dict[int, RankResult],
     per_step.update(replayed_wall_s=_mean([w for w in walls if w is not None]),
                     in_situ_span_s=_mean(spans),
                     replayed_max_rank_s=max(totals["replayed_s"], default=None))
-    return Summary(len(plan.steps), per_step, ops, rows, _notes(ops, plan))
+    replayed = sorted(set(plan.steps))
+    return Summary(len(plan.steps), per_step, ops, rows, _notes(ops, plan, replayed))
 
 
 def _total(values: list, partial: bool = False) -> float | None:
@@ -212,9 +225,15 @@ def _span(trace: Trace, rank: int, steps: list[int]) -> float | None:
     return statistics.fmean(spans) if spans else None
 
 
-def _notes(ops: list[dict], plan: ReplayPlan) -> list[str]:
+def _notes(ops: list[dict], plan: ReplayPlan, replayed: list[int]) -> list[str]:
     notes = []
     for row in ops:
+        if row["calls_min"] != row["calls_max"]:
+            some = row["steps_with_calls"]
+            notes.append(f"{row['op']} {row['dtype']}: {row['calls_min']}-{row['calls_max']} "
+                         f"calls a step, made in {len(some)} of the {len(replayed)} "
+                         f"replayed recorded step(s) ({_steps_text(some)}): its per-step "
+                         "figures are means over all of them")
         if row["bytes"] != row["replayed_bytes"] or row["calls"] != row["replayed_calls"]:
             notes.append(f"{row['op']} {row['dtype']}: the replay moved {row['replayed_bytes']} "
                          f"bytes in {row['replayed_calls']} calls per step, the trace "
@@ -232,6 +251,11 @@ def _notes(ops: list[dict], plan: ReplayPlan) -> list[str]:
     if plan.gaps:
         notes.append("--gaps recorded: each call waited for the compute time recorded before it")
     return notes
+
+
+def _steps_text(steps: list[int]) -> str:
+    shown = ", ".join(map(str, steps[:6]))
+    return f"step{'s' * (len(steps) != 1)} {shown}{', ...' if len(steps) > 6 else ''}"
 
 
 def mismatches(summary: Summary) -> list[str]:

@@ -1,11 +1,12 @@
 """What a replay runs and what it reports (SPEC §9), as pure functions over a trace.
 
 The plan
-    ``select_steps``: which recorded steps are replayed, in order. By default every step after
-    the first (step 0 holds setup traffic: DDP's broadcast of the parameters, the first
-    bucket rebuild), or step 0 alone when the trace has no other, in whole passes until at
-    least ``DEFAULT_STEPS`` steps are replayed. ``--steps K`` replays K steps, cycling over
-    those; ``--steps 2-4,7`` replays the named steps once each; ``all`` every step once.
+    ``select_steps``: which recorded steps are replayed, in order. By default the trace's
+    steps (``results.trace.step_split``, the rule ``estimate --trace`` shares: not step 0's
+    set-up traffic, not the tail after the last step end), in whole passes until at least
+    ``DEFAULT_STEPS`` steps are replayed. ``--steps K`` replays K steps, cycling over those;
+    ``--steps 2-4,7`` replays the named recorded steps once each (set-up and tail included
+    when named); ``all`` every recorded step once.
     ``gaps``: with ``--gaps recorded``, a call waits for the compute time the recording saw
     before it: its issue minus its predecessor's end within the step, where the end of an
     asynchronous predecessor is its issue (the host had control back at once); the first call
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from commbench.core.errors import UsageError
-from commbench.results.trace import Call, RankTrace, Trace, check_order
+from commbench.results.trace import Call, RankTrace, StepSplit, Trace, check_order
 
 GAPS = ("none", "recorded")
 # A short trace is replayed in whole passes until this many steps are timed: one step of a
@@ -54,11 +55,13 @@ class ReplayPlan:
     isolated: tuple[Item, ...] = ()
 
 
-def select_steps(available: list[int], text: str | None) -> list[int]:
-    """The recorded steps to replay, in order (the module docstring)."""
-    if not available:
+def select_steps(split: StepSplit, recorded: list[int], text: str | None) -> list[int]:
+    """The recorded steps to replay, in order (the module docstring); ``split`` says which
+    recorded steps are steps, ``recorded`` every step the trace holds calls of."""
+    if not recorded and not split.steps:
         raise UsageError("the trace holds no calls to replay")
-    later = available[1:] or available
+    later = list(split.steps) or list(recorded)
+    available = sorted(set(recorded) | set(split.steps))
     if text is None or text.strip().lower() in ("", "default"):
         passes = -(-DEFAULT_STEPS // len(later))  # whole passes, at least DEFAULT_STEPS
         return later * passes
@@ -116,6 +119,11 @@ def check_trace(trace: Trace, launched: int, steps: list[int] | None = None) -> 
     problems = check_order(only_steps(trace, set(wanted)))
     if problems:
         bad = [s for s in wanted if check_order(only_steps(trace, {s}))]
+        torn = trace.notes
+        if torn:  # not the ranks' doing: a crash cut a file short
+            raise UsageError(f"{trace.path}: step(s) {_ranges(bad) or _ranges(wanted)} are "
+                             f"not whole on every rank, a crash cut the recording short "
+                             f"({torn[0]}): leave them out of --steps")
         hint = (f" (in step(s) {_ranges(bad)}: --steps can leave them out)"
                 if bad and len(bad) < len(wanted) else "")
         raise UsageError(f"{trace.path}: the ranks disagree on their calls, a replay would "

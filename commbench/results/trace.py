@@ -12,7 +12,11 @@ then one line per call, in issue order (``seq`` counts from 0 on each rank)::
      "out_numel": 4096, "splits": null, "reduce_op": "sum", "root": null, "peer": null,
      "async": true, "t_issue_ns": 81234, "t_end_ns": 98410, "dur_ns": null, "step": 1}
 
-``pg`` names a group of the header; ``root`` and ``peer`` are global ranks. ``t_end_ns`` is
+and, where a step ended (an ``optimizer.step()`` or ``commbench.record.step()``), a step-end
+line, ``{"step_end": 3, "t_ns": 99120}`` (the 3rd end; version 2). The header's
+``steps_ended`` counts them at a clean exit (0 in the header a crash leaves behind: the
+step-end lines count then). ``pg`` names a group of the header; ``root`` and ``peer`` are
+global ranks. ``t_end_ns`` is
 when the call's work completed (its future's callback on gloo; null where the backend gives no
 completion), ``dur_ns`` a duration the device measured (NCCL's timing events), which is the
 in-situ time where present. A recorder that crashes mid-run leaves group lines
@@ -21,13 +25,21 @@ those groups existed; the reader folds them into the header, so a torn trace loa
 got. Sizes are elements, as the dispatcher sees them: ``in_numel`` what a rank hands in,
 ``out_numel`` what it gets back (an allgather's gathered output, a reduce-scatter's shard).
 
+Which recorded steps are steps (``step_split``, the one rule replay and ``estimate --trace``
+share): a step is what ends at a step end. Calls before the first end (step 0) hold the
+set-up traffic (DDP's parameter broadcast, its first, not yet rebuilt buckets) and are not a
+step; calls after the last end every rank reached (a Trainer's closing allgather, a step a
+crash cut short) are a tail, not a step. A trace that does not say where its steps ended
+counts, if it is a version 1 recording, every recorded step after the first, and if it is an
+import (torch.profiler), every recorded step: those are the profiler's own steps, each ended
+by ``prof.step()``.
+
 Nothing here imports torch: traces are read by replay, estimate and import on any machine.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -35,7 +47,9 @@ from commbench.core.dtypes import ITEMSIZE
 from commbench.core.errors import UsageError
 
 FORMAT = "commbench-trace"
-VERSION = 1
+# 2: step-end lines and the header's steps_ended (version 1 traces are read as before)
+VERSION = 2
+STEP_END = "step_end"
 TRACE_GLOB = "rank-*.jsonl"
 
 # commbench's op names (the measuring commands' names), which the recorder and the importers
@@ -144,15 +158,39 @@ class Call:
 
 @dataclass
 class RankTrace:
-    """One rank's file: its header and its calls in issue order."""
+    """One rank's file: its header, its calls in issue order, how many steps it saw end
+    (None: the trace does not say) and, for a file a crash cut mid-line, that line's
+    number."""
 
     header: dict
     groups: dict[str, Group]
     calls: list[Call] = field(default_factory=list)
+    ended: int | None = None
+    torn_line: int | None = None
+    path: Path | None = None
 
     @property
     def rank(self) -> int:
         return int(self.header["rank"])
+
+    @property
+    def complete(self) -> int | None:
+        """Steps 0 .. complete-1 are whole on this rank. A torn line may have been a call of
+        the last step read (or a later one), so that step is not known whole."""
+        if self.torn_line is None:
+            return self.ended
+        last = max((call.step for call in self.calls), default=0)
+        return last if self.ended is None else min(self.ended, last)
+
+    def torn_note(self) -> str | None:
+        if self.torn_line is None:
+            return None
+        name = self.path.name if self.path else f"rank-{self.rank}.jsonl"
+        return (f"{name}:{self.torn_line}: the last line was cut short (a crash mid-write) "
+                f"and is left out; rank {self.rank}'s recording is whole up to step "
+                f"{(self.complete or 0) - 1}" if self.complete else
+                f"{name}:{self.torn_line}: the last line was cut short (a crash mid-write) "
+                "and is left out")
 
     def steps(self) -> list[int]:
         return sorted({call.step for call in self.calls})
@@ -183,17 +221,33 @@ class Trace:
     def steps(self) -> list[int]:
         return sorted({step for rank in self.ranks.values() for step in rank.steps()})
 
+    @property
+    def notes(self) -> list[str]:
+        """What the reader left out (lines torn by a crash), one line each."""
+        return [note for rank in sorted(self.ranks)
+                if (note := self.ranks[rank].torn_note()) is not None]
+
     def calls(self, rank: int, step: int | None = None) -> list[Call]:
         calls = self.ranks[rank].calls
         return calls if step is None else [call for call in calls if call.step == step]
 
 
 def header(*, torch_version: str, backend: str, world_size: int, rank: int, host: str,
-           groups: dict[str, Group], source: str = "record", clock: str = "monotonic") -> dict:
-    """The header line of a rank's file."""
-    return {"format": FORMAT, "version": VERSION, "torch": torch_version, "backend": backend,
+           groups: dict[str, Group], source: str = "record", clock: str = "monotonic",
+           steps_ended: int | None = None) -> dict:
+    """The header line of a rank's file; ``steps_ended`` where the writer knows where steps
+    ended (the recorder), absent where it does not (an import)."""
+    head = {"format": FORMAT, "version": VERSION, "torch": torch_version, "backend": backend,
             "world_size": world_size, "rank": rank, "host": host, "source": source,
             "clock": clock, "groups": {name: group_json(group) for name, group in groups.items()}}
+    if steps_ended is not None:
+        head["steps_ended"] = int(steps_ended)
+    return head
+
+
+def step_end_line(ended: int, t_ns: int | None) -> dict:
+    """The ``ended``-th step end (1 for the first), written as it happens."""
+    return {STEP_END: int(ended), "t_ns": t_ns}
 
 
 def group_json(group: Group) -> dict:
@@ -205,23 +259,31 @@ def group_line(group: Group) -> dict:
     return {"group": group.name, **group_json(group)}
 
 
-def write_rank(path: Path, head: dict, calls: list[Call]) -> None:
-    """A whole rank file at once (the importers, and the recorder's tidy rewrite at exit)."""
+def write_rank(path: Path, head: dict, calls: list[Call],
+               step_ends: list[int | None] | None = None) -> None:
+    """A whole rank file at once (the importers, and the recorder's tidy rewrite at exit);
+    ``step_ends`` (the recorder's: each end's time) go before the first call of the step
+    they open."""
     tmp = path.with_suffix(".jsonl.tmp")
+    ends = list(enumerate(step_ends or [], start=1))
     with tmp.open("w") as out:
         out.write(json.dumps(head) + "\n")
         for call in calls:
+            while ends and ends[0][0] <= call.step:
+                out.write(json.dumps(step_end_line(*ends.pop(0))) + "\n")
             out.write(json.dumps(call.to_json()) + "\n")
+        for ended, t_ns in ends:
+            out.write(json.dumps(step_end_line(ended, t_ns)) + "\n")
     tmp.replace(path)
 
 
 def read_rank(path: Path) -> RankTrace:
-    """One rank's file; a last line cut by a crash is dropped, any other bad line is an
-    error naming the file and line."""
+    """One rank's file; a last line cut by a crash is left out (and said: ``torn_line``,
+    ``Trace.notes``), any other bad line is an error naming the file and line."""
     lines = path.read_text().splitlines()
     if not lines:
         raise TraceError(f"{path}: empty trace file")
-    records = []
+    records, torn = [], None
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
@@ -229,17 +291,26 @@ def read_rank(path: Path) -> RankTrace:
             records.append(json.loads(text))
         except json.JSONDecodeError:
             if number == len(lines):  # torn by a crash mid-write
+                torn = number
                 break
             raise TraceError(f"{path}:{number}: not a JSON line") from None
+    if not records:
+        raise TraceError(f"{path}:1: the header line is cut short (the recording crashed "
+                         "before its first line was written): not a usable trace")
     head = records[0]
-    if head.get("format") != FORMAT:
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        head = head if isinstance(head, dict) else {}
         raise TraceError(f"{path}:1: not a commbench trace (format {head.get('format')!r})")
     if int(head.get("version", 0)) > VERSION:
         raise TraceError(f"{path}:1: trace version {head['version']} is newer than this "
                          f"commbench reads ({VERSION}); upgrade commbench")
     groups = {name: _group(name, value) for name, value in head.get("groups", {}).items()}
     calls = []
+    ended = int(head["steps_ended"]) if "steps_ended" in head else None
     for number, record in enumerate(records[1:], start=2):
+        if STEP_END in record:
+            ended = max(ended or 0, int(record[STEP_END]))
+            continue
         if "group" in record:
             groups[str(record["group"])] = _group(str(record["group"]), record)
             continue
@@ -255,7 +326,8 @@ def read_rank(path: Path) -> RankTrace:
         if call.pg not in groups:
             raise TraceError(f"{path}: call {call.seq} uses group {call.pg!r}, which the trace "
                              "never declares")
-    return RankTrace(header=head, groups=groups, calls=calls)
+    return RankTrace(header=head, groups=groups, calls=calls, ended=ended, torn_line=torn,
+                     path=path)
 
 
 def _group(name: str, record: dict) -> Group:
@@ -282,27 +354,102 @@ def load(path: str | Path) -> Trace:
     return Trace(path=folder, ranks=ranks)
 
 
+@dataclass(frozen=True)
+class StepSplit:
+    """Which recorded steps are steps (the module docstring): ``steps`` count (replayed,
+    priced, averaged over); ``setup`` (step 0) and the ``tail`` (steps from ``ended`` on:
+    after the last end every rank reached) do not. ``tail_calls``: the most calls a rank
+    made in the tail. ``fallback``: no step ended after set-up, so the whole recording
+    (step 0) stands in for a step, said in ``left_out``."""
+
+    steps: tuple[int, ...]
+    setup: int | None = None
+    tail: tuple[int, ...] = ()
+    tail_calls: int = 0
+    ended: int | None = None
+    torn: tuple[str, ...] = ()  # the files a crash cut short
+    fallback: str = ""
+
+    def left_out(self) -> str:
+        """What is not a step, in words ('' when nothing is left out)."""
+        parts = []
+        if self.setup is not None:
+            parts.append(f"step {self.setup} (set-up: before the first step ended)")
+        if self.tail_calls:
+            where = (f"cut short by a crash in {', '.join(self.torn)}" if self.torn else
+                     f"after the last of {self.ended} step ends")
+            parts.append(f"a tail of {self.tail_calls} call{'s' * (self.tail_calls != 1)} "
+                         f"({where})")
+        return " and ".join(parts)
+
+
+def step_split(trace: Trace) -> StepSplit:
+    """The one rule deciding which recorded steps count (the module docstring), shared by
+    replay and ``estimate --trace``."""
+    recorded = trace.steps()
+    known = [r.complete for r in trace.ranks.values() if r.complete is not None]
+    torn = tuple(r.path.name if r.path else f"rank-{r.rank}.jsonl"
+                 for _, r in sorted(trace.ranks.items()) if r.torn_line is not None)
+    if not known and trace.header.get("source", "record") != "record":
+        # an import: its steps are the profiler's own (prof.step() ends each), all whole
+        return StepSplit(tuple(recorded))
+    if not known:  # a version 1 recording: every step after the first
+        steps = tuple(recorded[1:])
+        if steps:
+            return StepSplit(steps, setup=recorded[0])
+        return StepSplit(tuple(recorded), fallback="the trace has one step only: it is "
+                         "used as it is, set-up traffic included" if recorded else "")
+    ended = min(known)
+    tail = tuple(s for s in recorded if s >= ended)
+    tail_calls = max(sum(1 for c in r.calls if c.step >= ended) for r in trace.ranks.values())
+    steps = tuple(range(1, ended))
+    if steps:
+        return StepSplit(steps, 0, tail, tail_calls, ended, torn)
+    # No step after set-up: step 0 (set-up and the first step together) stands in.
+    why = ("no step ended in the recording (no optimizer.step() or "
+           "commbench.record.step())" if ended == 0 else "the recording ended one step only")
+    after = max(ended, 1)
+    rest = tuple(s for s in recorded if s >= after)
+    rest_calls = max(sum(1 for c in r.calls if c.step >= after) for r in trace.ranks.values())
+    return StepSplit((0,) if recorded else (), None, rest, rest_calls, ended, torn,
+                     fallback=f"{why}: step 0 is used as the step, set-up traffic included")
+
+
+def _described(call: Call) -> str:
+    return f"call {call.seq} (step {call.step}: {call.op} {call.dtype} {call.size_bytes} B)"
+
+
 def check_order(trace: Trace) -> list[str]:
     """Where the members of a group disagree on the calls they made on it, in order (a
     recorder that dropped a call, a replay that would deadlock): one line per group that
-    differs, empty when every group's members agree. Only ranks present in the folder are
-    compared."""
+    differs, empty when every group's members agree. Calls are named by their ``seq``, the
+    number in the rank's file, so every command names the same call alike. Only ranks present
+    in the folder are compared."""
     problems = []
     for name, group in sorted(trace.groups.items()):
         members = [rank for rank in group.ranks if rank in trace.ranks]
-        sequences = {rank: [c.signature() for c in trace.ranks[rank].calls if c.pg == name
+        sequences = {rank: [c for c in trace.ranks[rank].calls if c.pg == name
                             and not c.is_p2p]
                      for rank in members}
-        if len({tuple(seq) for seq in sequences.values()}) <= 1:
+        signatures = {rank: [c.signature() for c in calls] for rank, calls in sequences.items()}
+        if len({tuple(seq) for seq in signatures.values()}) <= 1:
             continue
-        lengths = Counter(len(seq) for seq in sequences.values())
         first = min(members)
         for rank in members[1:]:
-            mine, theirs = sequences[first], sequences[rank]
+            mine, theirs = signatures[first], signatures[rank]
+            if mine == theirs:
+                continue
             at = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b),
                       min(len(mine), len(theirs)))
-            if mine != theirs:
-                problems.append(f"group {name}: rank {rank} differs from rank {first} at its "
-                                f"call {at} (calls per rank: {dict(sorted(lengths.items()))})")
-                break
+            if at < len(mine) and at < len(theirs):
+                problems.append(f"group {name}: rank {rank}'s "
+                                f"{_described(sequences[rank][at])} is not rank {first}'s "
+                                f"{_described(sequences[first][at])}")
+            else:
+                longer, shorter = (first, rank) if len(mine) > len(theirs) else (rank, first)
+                extra = sequences[longer][at]
+                problems.append(f"group {name}: rank {longer}'s {_described(extra)} has no "
+                                f"match on rank {shorter}, which makes {at} call(s) on the "
+                                f"group to rank {longer}'s {len(sequences[longer])}")
+            break
     return problems

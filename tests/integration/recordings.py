@@ -75,6 +75,16 @@ def record_fsdp(tmp_path) -> Recording:
     return Recording(done, folder, facts)
 
 
+def record_trainer(tmp_path, steps: int = 3) -> Recording:
+    """A Hugging Face Trainer job (examples/hf_trainer_gpt2.py: a tiny GPT-2 from a config,
+    DDP on gloo, gradient accumulation 2), ``steps`` optimizer steps."""
+    facts = Path(tmp_path) / "trainer-facts.json"
+    done, folder = record(tmp_path, [*TORCHRUN, "2", str(EXAMPLES / "hf_trainer_gpt2.py"),
+                                     "--steps", str(steps), "--out", str(tmp_path / "hf-out"),
+                                     "--facts", str(facts)], name="trainer", timeout=300)
+    return Recording(done, folder, facts)
+
+
 def record_spawning(tmp_path) -> Recording:
     script = Path(tmp_path) / "spawning.py"
     script.write_text(SPAWNING)

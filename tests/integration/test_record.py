@@ -210,3 +210,36 @@ def test_an_existing_trace_is_kept_without_force(tmp_path):
                            "--", "true"], capture_output=True, text=True)
     assert done.returncode == 2 and "--force" in done.stderr
     assert (folder / "rank-0.jsonl").read_text() == "{}\n"
+
+
+def test_a_command_that_cannot_run_leaves_no_folder(tmp_path):
+    """`record -- nonexistent-binary`: one line, exit 2, and no empty trace folder behind."""
+    done = subprocess.run([sys.executable, "-m", "commbench", "record", "--",
+                           "commbench-no-such-binary", "--x"], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot run 'commbench-no-such-binary'" in lines[0], lines
+    assert not (tmp_path / "results").exists()
+
+
+def test_two_records_in_one_second_keep_their_own_folders(tmp_path, monkeypatch):
+    """Two failed records in the same second: each its own default folder and record.json,
+    the second never overwrites the first's."""
+    from datetime import datetime
+
+    from commbench.commands import record as record_command
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime(2026, 1, 2, 3, 4, 5)
+
+    monkeypatch.setattr(record_command, "datetime", Frozen)
+    monkeypatch.chdir(tmp_path)
+    codes = [record_command.run_record([sys.executable, "-c", f"raise SystemExit({code})"],
+                                       None, False, None) for code in (3, 4)]
+    assert codes == [3, 4]
+    folders = sorted((tmp_path / "results").iterdir())
+    assert [f.name for f in folders] == ["trace-20260102-030405", "trace-20260102-030405-2"]
+    assert [json.loads((f / "record.json").read_text())["exit_code"] for f in folders] == [3, 4]

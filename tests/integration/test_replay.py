@@ -76,7 +76,7 @@ def test_two_ranks_replay_the_trace_calls_and_write_the_folder(tmp_path):
     assert meta["status"] == "complete" and meta["replay"]["steps"] == 12
     assert "in situ" in (run / "summary.md").read_text()
     table = done.stderr  # --json: the table goes to stderr
-    assert "step total" in table and "replayed" in table
+    assert "step wall" in table and "calls added" in table and "replayed" in table
 
 
 def test_four_ranks_two_groups_and_async_calls(tmp_path):
@@ -175,7 +175,7 @@ def test_curves_of_another_run_price_the_calls(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["missing", "not-a-trace", "order", "too-few-ranks",
-                                  "bad-steps", "dtype"])
+                                  "bad-steps", "dtype", "cut-header", "torn-step"])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
     trace = manual_loop(tmp_path / "trace", world=2, steps=2)
     args = [str(trace)]
@@ -193,6 +193,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
         args += ["--nproc", "1"]
     elif case == "bad-steps":
         args += ["--steps", "5-6"]  # steps the trace does not have
+    elif case == "cut-header":  # a rank that crashed while writing its first line
+        (trace / "rank-1.jsonl").write_text('{"format": "commbench-trace", "versi')
+    elif case == "torn-step":  # rank 1's last line cut by a crash; step 2 asked for
+        text = (trace / "rank-1.jsonl").read_text()
+        (trace / "rank-1.jsonl").write_text(text[:-30])
+        args += ["--steps", "1-2"]
     else:
         for path in trace.glob("rank-*.jsonl"):  # every rank alike: the order still agrees
             path.write_text(path.read_text().replace('"float32"', '"float99"', 1))
@@ -205,7 +211,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
     expected = {"missing": "no such trace folder", "not-a-trace": "not a commbench trace",
                 "order": "disagree", "too-few-ranks": "needs 2 ranks and this launch has 1",
                 "bad-steps": "the trace has steps 0-2",
-                "dtype": "this torch has no dtype float99"}[case]
+                "dtype": "this torch has no dtype float99",
+                "cut-header": "rank-1.jsonl:1: the header line is cut short",
+                "torn-step": "a crash cut the recording short (rank-1.jsonl:"}[case]
     assert expected in lines[0], lines[0]
 
 
@@ -214,13 +222,24 @@ def test_a_hung_rank_ends_the_run_in_bounded_time(tmp_path):
     and the run ends, exit 3, naming the step, the call and rank 1."""
     trace = manual_loop(tmp_path / "trace", world=2, steps=2, numel=1 << 10)
     started = time.monotonic()
-    done, run = commbench(["replay", str(trace), "--timeout", "5"], tmp_path, timeout=120,
-                          env={"COMMBENCH_FAULT": "delay=60:1"})
+    done, _ = commbench(["replay", str(trace), "--timeout", "5", "--name", "hung"], tmp_path,
+                        timeout=120, env={"COMMBENCH_FAULT": "delay=60:1"})
     assert done.returncode == 3, done.stderr[-3000:]
     assert time.monotonic() - started < 60
     assert "timeout" in done.stderr and "replay" in done.stderr, done.stderr[-2000:]
+    run = tmp_path / "results" / "hung"
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "failed"
+    # The failed run kept nothing (the figures need every rank's numbers, handed over at the
+    # end): the same --name runs again without --force and replaces it.
+    assert "no --force needed" in done.stderr
+    again, _ = commbench(["replay", str(trace), "--name", "hung", "--steps", "1"], tmp_path,
+                         timeout=120)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "replacing" in again.stderr and "failed" in again.stderr
+    assert json.loads((run / "run.json").read_text())["status"] == "complete"
+    refused, _ = commbench(["replay", str(trace), "--name", "hung"], tmp_path, timeout=60)
+    assert refused.returncode == 2 and "--force" in refused.stderr  # a complete run is kept
 
 
 # ---- recorded by `commbench record` from real jobs, then replayed -----------------------------

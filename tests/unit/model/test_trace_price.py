@@ -58,7 +58,7 @@ def two_rank_calls(rank):
 
 def test_a_recorded_step_costs_what_the_runs_rows_say_at_its_sizes(tmp_path):
     trace = write_trace(tmp_path / "t", WORLD2, two_rank_calls)
-    priced = price_trace(trace, load_run(FIXTURES / "model-exact").rows)
+    priced = price_trace(trace, load_run(FIXTURES / "model-exact").rows, steps=[0, 1])
     step0 = (3 * p50("model-exact", "allreduce", 4096)
              + p50("model-exact", "allreduce", 1048576) + p50("model-exact", "barrier", 0))
     assert priced.step_model_s(0) == pytest.approx(step0, rel=1e-12)
@@ -172,6 +172,16 @@ def test_json_is_one_object_and_bad_combinations_are_one_line_exit_2(tmp_path, c
         p50("model-exact", "allreduce", 65536))
     assert {"op", "dtype", "bytes", "calls", "model_s", "in_situ_s", "source"} <= set(
         document["ops"][0])
+    cut = tmp_path / "cut"
+    write_trace(cut, WORLD2, two_rank_calls)
+    (cut / "rank-1.jsonl").write_text('{"format": "commbench-trace", "vers')  # crashed at once
+    done = subprocess.run([sys.executable, "-m", "commbench", "estimate", "--trace", str(cut),
+                           "--run", str(FIXTURES / "model-exact")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: {cut / 'rank-1.jsonl'}:1: the header line is cut short (the recording "
+        "crashed before its first line was written): not a usable trace"]
     cases = [(["--params", "7B"], "--params describe an idealised model"),
              (["--step", "9"], "no step 9 in the trace"),
              (["--rank", "4"], "no file for rank 4")]
@@ -188,7 +198,10 @@ def test_json_is_one_object_and_bad_combinations_are_one_line_exit_2(tmp_path, c
     assert done.returncode == 0, done.stderr
     out = done.stdout.strip().splitlines()
     assert out[-1] == "assumes no overlap with compute"
-    assert any(line.startswith("0     step total") for line in out)
+    # by default the trace's steps only: step 0 (set-up) is named as left out, not priced
+    assert any(line.startswith("1     step total") for line in out)
+    assert not any(line.startswith("0 ") for line in out)
+    assert any(line.startswith("note: not priced: step 0 (set-up") for line in out), out
 
 
 def test_an_imported_profiler_trace_is_priced(tmp_path, capsys):

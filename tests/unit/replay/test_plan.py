@@ -18,21 +18,110 @@ def call(seq, op="allreduce", step=1, pg="0", numel=16, is_async=False, issue=No
                              is_async=is_async, t_issue_ns=issue, t_end_ns=end)
 
 
+def legacy(steps):
+    """select_steps as a trace that does not say where its steps ended sees it."""
+    return trace_format.StepSplit(tuple(steps[1:]), steps[0] if steps[1:] else None) \
+        if steps else trace_format.StepSplit(())
+
+
 def test_default_steps_skip_step_zero_in_whole_passes():
-    assert replay.select_steps([0, 1, 2, 3], None) == [1, 2, 3] * 4
-    assert replay.select_steps([0], None) == [0] * 10
-    assert replay.select_steps(list(range(30)), None) == list(range(1, 30))
+    assert replay.select_steps(legacy([0, 1, 2, 3]), [0, 1, 2, 3], None) == [1, 2, 3] * 4
+    assert replay.select_steps(trace_format.StepSplit((0,)), [0], None) == [0] * 10
+    assert replay.select_steps(legacy(list(range(30))), list(range(30)), None) == list(
+        range(1, 30))
 
 
 def test_steps_as_a_count_a_range_or_all():
-    assert replay.select_steps([0, 1, 2], "5") == [1, 2, 1, 2, 1]
-    assert replay.select_steps([0, 1, 2, 3], "0,2-3") == [0, 2, 3]
-    assert replay.select_steps([0, 1, 2], "all") == [0, 1, 2]
+    assert replay.select_steps(legacy([0, 1, 2]), [0, 1, 2], "5") == [1, 2, 1, 2, 1]
+    assert replay.select_steps(legacy([0, 1, 2, 3]), [0, 1, 2, 3], "0,2-3") == [0, 2, 3]
+    assert replay.select_steps(legacy([0, 1, 2]), [0, 1, 2], "all") == [0, 1, 2]
     for bad in ("0", "4-5", "x", "3-1"):
         with pytest.raises(UsageError, match="--steps"):
-            replay.select_steps([0, 1, 2], bad)
+            replay.select_steps(legacy([0, 1, 2]), [0, 1, 2], bad)
     with pytest.raises(UsageError, match="no calls"):
-        replay.select_steps([], None)
+        replay.select_steps(legacy([]), [], None)
+
+
+def test_the_tail_after_the_last_step_end_and_set_up_are_not_steps(tmp_path):
+    """A Trainer-like recording: 3 step ends, each step one allreduce, and one allgather
+    after the last end (the tail). Only steps 1-2 are replayed and averaged over, and
+    estimate --trace uses the very same rule."""
+    trace = trace_format.load(ended_trace(tmp_path, ends=3, tail=True))
+    split = trace_format.step_split(trace)
+    assert split.steps == (1, 2) and split.setup == 0
+    assert split.tail == (3,) and split.tail_calls == 1
+    assert "step 0 (set-up" in split.left_out() and "a tail of 1 call" in split.left_out()
+    assert replay.select_steps(split, trace.steps(), None) == [1, 2] * 5
+    plan = replay.make_plan(trace, replay.select_steps(split, trace.steps(), None), "none",
+                            isolated=False)
+    results = fake_results(trace, plan)
+    summary = replay_figures.summarise(trace, plan, results, lambda rank, c: (1e-4, "x"))
+    ops = {row["op"]: row for row in summary.ops}
+    assert set(ops) == {"allreduce"} and ops["allreduce"]["calls"] == 1  # not 0.75
+    from commbench.model.trace_price import price_trace
+    from commbench.results import load_run
+
+    priced = price_trace(trace, load_run("tests/fixtures/base").rows)
+    assert priced.steps == [1, 2]
+    assert any("a tail of 1 call" in note for note in priced.notes)
+
+
+def ended_trace(folder, ends: int, tail: bool, world: int = 2):
+    """A recorder's trace: step 0 a broadcast (set-up) and an allreduce, steps 1..ends-1 one
+    allreduce each, then (tail) one allgather after the last end."""
+    groups = {"0": trace_format.Group("0", tuple(range(world)), "gloo", "default_pg")}
+    for rank in range(world):
+        calls = [call(0, op="broadcast", step=0, numel=1024, issue=0, end=10)]
+        for step in range(ends):
+            calls.append(call(len(calls), step=step, numel=256, issue=100 * step + 20,
+                              end=100 * step + 60))
+        if tail:
+            calls.append(call(len(calls), op="allgather", step=ends, numel=4, out=4 * world,
+                              issue=100 * ends, end=100 * ends + 5))
+        head = trace_format.header(torch_version="t", backend="gloo", world_size=world,
+                                   rank=rank, host="h", groups=groups, steps_ended=ends)
+        trace_format.write_rank(folder / f"rank-{rank}.jsonl", head, calls,
+                                [100 * s for s in range(1, ends + 1)])
+    return folder
+
+
+def test_an_op_some_steps_lack_says_so_rather_than_a_mean_no_step_had(tmp_path):
+    """DDP's rebuild broadcasts happen in one step: the table shows 0-2 calls a step, and a
+    note names the step, instead of 0.67 as if every step had made it."""
+    from commbench.output import replay as render
+
+    trace = trace_format.load(manual_loop(tmp_path, world=2, steps=3, numel=64))
+    for rank in trace.ranks.values():  # the broadcast of steps 2 and 3 dropped
+        rank.calls = [c for c in rank.calls if not (c.op == "broadcast" and c.step > 1)]
+    plan = replay.make_plan(trace, [1, 2, 3], "none", isolated=False)
+    summary = replay_figures.summarise(trace, plan, fake_results(trace, plan),
+                                       lambda rank, c: (1e-4, "x"))
+    broadcast = next(r for r in summary.ops if r["op"] == "broadcast")
+    assert (broadcast["calls_min"], broadcast["calls_max"]) == (0, 1)
+    assert any("made in 1 of the 3 replayed recorded step(s) (step 1)" in n
+               for n in summary.notes)
+    head = {"trace": "t", "world": 2, "backend": "gloo", "gaps": "none", "model": "alone"}
+    row = next(line for line in render.table_lines(summary, head, 200)
+               if line.startswith("broadcast"))
+    assert row.split()[3] == "0-1", row  # calls/step: fewest-most, not the mean 0.33
+
+
+def test_the_step_wall_comes_before_the_calls_added(tmp_path):
+    """The step's time is its wall; the calls' times added (overlapping async calls and their
+    queueing counted each time) come second and say what they are."""
+    from commbench.output import replay as render
+
+    trace = trace_format.load(manual_loop(tmp_path, world=2, steps=1, numel=64))
+    plan = replay.make_plan(trace, [1], "none", isolated=False)
+    summary = replay_figures.summarise(trace, plan, fake_results(trace, plan),
+                                       lambda rank, c: (1e-4, "x"))
+    head = {"trace": "t", "world": 2, "backend": "gloo", "gaps": "none", "model": "alone",
+            "left_out": "step 0 (set-up: before the first step ended)"}
+    lines = render.table_lines(summary, head, 200)
+    firsts = [line.split("  ")[0] for line in lines]
+    assert firsts.index("step wall") < firsts.index("calls added")
+    assert "step total" not in "\n".join(lines)
+    assert "# not replayed: step 0 (set-up" in lines[1]
 
 
 def test_gaps_run_from_the_predecessors_end_or_an_async_ones_issue():
@@ -80,7 +169,7 @@ def test_check_trace_refuses_missing_ranks_too_few_ranks_and_disorder(tmp_path):
     (folder / "rank-0.jsonl").write_text("\n".join(lines[:-1]) + "\n")
     with pytest.raises(UsageError, match=r"disagree.*in step\(s\) 1: --steps can leave"):
         replay.check_trace(trace_format.load(folder), 2, [0, 1])
-    replay.check_trace(trace_format.load(folder), 2, [0])  # a torn last step: the rest replays
+    replay.check_trace(trace_format.load(folder), 2, [0])  # a short last step: the rest replays
 
 
 def test_gaps_recorded_needs_times(tmp_path):
@@ -157,7 +246,7 @@ def test_table_and_chart_render(tmp_path):
     head = {"trace": "t", "world": 2, "backend": "gloo", "gaps": "none", "model": "alone"}
     lines = render.table_lines(summary, head, 80)
     assert any(line.startswith("allreduce") for line in lines)
-    assert any(line.startswith("step total") for line in lines)
+    assert any(line.startswith("step wall") for line in lines)
     figure = render.bar_chart(tmp_path / "chart.png", summary, "t")
     assert (tmp_path / "chart.png").stat().st_size > 1000
     assert [t.get_text() for t in figure.axes[0].get_legend().get_texts()] == [

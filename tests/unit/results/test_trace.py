@@ -87,8 +87,13 @@ def test_check_order_is_quiet_when_the_members_agree_and_names_a_lost_call(tmp_p
     assert trace_format.check_order(trace_format.load(tmp_path)) == []
     write(tmp_path, 1, [calls[0], calls[2]])  # rank 1's recorder lost the 8-element call
     problems = trace_format.check_order(trace_format.load(tmp_path))
-    assert problems == ["group 0: rank 1 differs from rank 0 at its call 1 "
-                        "(calls per rank: {2: 1, 3: 1})"]
+    # calls are named by their seq, the number in the rank's file, whatever steps are read
+    assert problems == ["group 0: rank 1's call 2 (step 0: allreduce float32 64 B) is not "
+                        "rank 0's call 1 (step 0: allreduce float32 32 B)"]
+    write(tmp_path, 1, calls[:2])  # rank 1 stops early: rank 0's extra call is named
+    assert trace_format.check_order(trace_format.load(tmp_path)) == [
+        "group 0: rank 0's call 2 (step 0: allreduce float32 64 B) has no match on rank 1, "
+        "which makes 2 call(s) on the group to rank 0's 3"]
 
 
 def test_check_order_catches_a_halved_size(tmp_path):
@@ -135,3 +140,55 @@ def test_arguments_are_read_by_name_with_defaults():
                      "async_op": True}
     assert numel(bound["tensors"]) == 8
     assert numel([[_Tensor(2)], [_Tensor(2), _Tensor(1)]]) == 5
+
+
+def test_step_ends_round_trip_and_decide_the_steps(tmp_path):
+    """The recorder's step-end lines (and the header's count) say where steps ended: step 0
+    is set-up, the calls after the last end a tail, the rest steps."""
+    calls = [allreduce(0, 4, step=0), allreduce(1, 4, step=1), allreduce(2, 4, step=2),
+             allreduce(3, 4, step=3)]
+    for rank in (0, 1):
+        head = trace_format.header(torch_version="2.13.0", backend="gloo", world_size=2,
+                                   rank=rank, host="h", groups={"0": WORLD}, steps_ended=3)
+        trace_format.write_rank(tmp_path / f"rank-{rank}.jsonl", head, calls, [10, 20, 30])
+    lines = (tmp_path / "rank-0.jsonl").read_text().splitlines()
+    assert json.loads(lines[2]) == {"step_end": 1, "t_ns": 10}  # before step 1's call
+    trace = trace_format.load(tmp_path)
+    assert trace.ranks[0].ended == 3 and trace.calls(0) == calls
+    split = trace_format.step_split(trace)
+    assert (split.steps, split.setup, split.tail, split.tail_calls) == ((1, 2), 0, (3,), 1)
+
+
+def test_a_crash_mid_run_leaves_step_end_lines_that_count(tmp_path):
+    """A crashed recorder's header says 0 steps ended; its step-end lines say how many did."""
+    for rank in (0, 1):
+        head = trace_format.header(torch_version="2.13.0", backend="gloo", world_size=2,
+                                   rank=rank, host="h", groups={"0": WORLD}, steps_ended=0)
+        trace_format.write_rank(tmp_path / f"rank-{rank}.jsonl", head,
+                                [allreduce(s, 4, step=s) for s in range(4)], [1, 2, 3])
+    assert trace_format.step_split(trace_format.load(tmp_path)).steps == (1, 2)
+
+
+def test_a_torn_last_line_is_said_and_its_step_is_not_a_step(tmp_path):
+    """The torn line is left out, the trace says so (file and line), and the torn rank's last
+    step is no longer whole: it is part of the tail, not blamed on the ranks."""
+    calls = [allreduce(s, 4, step=s) for s in range(4)]
+    write(tmp_path, 0, calls)
+    write(tmp_path, 1, calls)
+    path = tmp_path / "rank-1.jsonl"
+    path.write_text(path.read_text()[:-20])  # the last call's line cut mid-write
+    trace = trace_format.load(tmp_path)
+    assert trace.ranks[1].torn_line == 5
+    assert trace.notes == ["rank-1.jsonl:5: the last line was cut short (a crash mid-write) "
+                           "and is left out; rank 1's recording is whole up to step 1"]
+    split = trace_format.step_split(trace)
+    assert split.steps == (1,) and split.tail == (2, 3) and split.torn == ("rank-1.jsonl",)
+    assert "cut short by a crash in rank-1.jsonl" in split.left_out()
+
+
+def test_a_file_holding_only_a_cut_header_is_one_error(tmp_path):
+    write(tmp_path, 0, [allreduce(0, 4)])
+    (tmp_path / "rank-1.jsonl").write_text('{"format": "commbench-trace", "vers')
+    with pytest.raises(trace_format.TraceError, match=r"rank-1.jsonl:1: the header line is "
+                       "cut short"):
+        trace_format.load(tmp_path)
