@@ -127,21 +127,15 @@ def register(app: typer.Typer) -> None:
         import torch-profiler), each read on the run's curve of its op, dtype and group size at
         its size (measured, interpolated, model fit or projected), per step."""
         from commbench.commands.estimate import choose_run, run_estimate, run_trace_estimate
+        from commbench.specs.estimate import StepOptions
 
         path = choose_run(run, run_option)
+        options = StepOptions(params, dtype, dp, tp, pp, zero, bucket, first_bucket, layers,
+                              hidden, seq, micro_batch, micro_batches, sequence_parallel)
         if trace is not None:
-            layout = {"--params": params is not None, "--dtype": dtype != "bf16",
-                      "--dp": dp != 1, "--tp": tp != 1, "--pp": pp != 1, "--zero": zero != "0",
-                      "--bucket": bucket != "25M", "--first-bucket": first_bucket != "1M",
-                      "--layers": layers is not None, "--hidden": hidden is not None,
-                      "--seq": seq is not None, "--micro-batch": micro_batch != 1,
-                      "--micro-batches": micro_batches != 1,
-                      "--sequence-parallel": sequence_parallel}
             raise typer.Exit(run_trace_estimate(trace, path, step, rank, json_out,
-                                                [name for name, on in layout.items() if on]))
-        raise typer.Exit(run_estimate(path, params, dtype, dp, tp, pp, zero, bucket, first_bucket,
-                                      layers, hidden, seq, micro_batch, micro_batches,
-                                      sequence_parallel, json_out, step=step, rank=rank))
+                                                options.given()))
+        raise typer.Exit(run_estimate(path, options, json_out, step=step, rank=rank))
 
     import_app = typer.Typer(help="Turn nccl-tests or OSU output into a commbench results folder, "
                              "so compare, report and model work on it; or torch.profiler "

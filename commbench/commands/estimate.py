@@ -7,6 +7,7 @@ import sys
 
 from commbench.core.errors import EXIT_OK, UsageError
 from commbench.results import load_run
+from commbench.specs.estimate import StepOptions
 
 
 def choose_run(argument: str | None, option: str | None) -> str:
@@ -20,14 +21,11 @@ def choose_run(argument: str | None, option: str | None) -> str:
     return path
 
 
-def run_estimate(path: str, params: str | None, dtype: str, dp: int, tp: int, pp: int,
-                 zero: str, bucket: str, first_bucket: str, layers: int | None,
-                 hidden: int | None, seq: int | None, micro_batch: int, micro_batches: int,
-                 sequence_parallel: bool, json_out: bool, step: list[int] | None = None,
-                 rank: int | None = None) -> int:
+def run_estimate(path: str, options: StepOptions, json_out: bool,
+                 step: list[int] | None = None, rank: int | None = None) -> int:
     from commbench.model.estimate import NO_OVERLAP, estimate, step_spec
 
-    if params is None:
+    if options.params is None:
         raise UsageError("estimate needs --params (an idealised model: 7B, 350M ...) or "
                          "--trace DIR (the calls a job recorded)")
     if step or rank is not None:
@@ -35,10 +33,12 @@ def run_estimate(path: str, params: str | None, dtype: str, dp: int, tp: int, pp
                          "--trace DIR")
 
     # Inputs are checked before the run is read: a bad option is reported as itself.
-    spec = step_spec(params, dtype=dtype, dp=dp, tp=tp, pp=pp, zero=zero, bucket=bucket,
-                     first_bucket=first_bucket, layers=layers, hidden=hidden, seq=seq,
-                     micro_batch=micro_batch, micro_batches=micro_batches,
-                     sequence_parallel=sequence_parallel)
+    spec = step_spec(options.params, dtype=options.dtype, dp=options.dp, tp=options.tp,
+                     pp=options.pp, zero=options.zero, bucket=options.bucket,
+                     first_bucket=options.first_bucket, layers=options.layers,
+                     hidden=options.hidden, seq=options.seq, micro_batch=options.micro_batch,
+                     micro_batches=options.micro_batches,
+                     sequence_parallel=options.sequence_parallel)
     run = load_run(path)
     for warning in run.warnings:
         print(f"warning: {warning}", file=sys.stderr)

@@ -44,3 +44,31 @@ class StepSpec:
     @property
     def activation_bytes(self) -> int:
         return self.micro_batch * (self.seq or 0) * (self.hidden or 0) * self.dtype_bytes
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """A step's layout as the user typed it (``estimate --params ...``), before ``step_spec``
+    parses and checks it: one object instead of fifteen positional arguments, and the one
+    place that knows each option's default (``given`` names the options a user changed)."""
+
+    params: str | None = None
+    dtype: str = "bf16"
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    zero: str = "0"
+    bucket: str = "25M"
+    first_bucket: str = "1M"
+    layers: int | None = None
+    hidden: int | None = None
+    seq: int | None = None
+    micro_batch: int = 1
+    micro_batches: int = 1
+    sequence_parallel: bool = False
+
+    def given(self) -> list[str]:
+        """The options set away from their defaults, as flags (--dp, --sequence-parallel)."""
+        defaults = StepOptions()
+        return [f"--{name.replace('_', '-')}" for name in self.__dataclass_fields__
+                if getattr(self, name) != getattr(defaults, name)]

@@ -19,6 +19,7 @@ from commbench.commands.estimate import run_estimate
 from commbench.core.errors import EXIT_USAGE, UsageError
 from commbench.model.estimate import estimate, parse_count, step_spec
 from commbench.results import load_run
+from commbench.specs.estimate import StepOptions
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 MiB = 1 << 20
@@ -196,8 +197,7 @@ def test_sources_say_measured_interpolated_or_extrapolated():
 
 
 def test_json_prints_exactly_one_object(capsys):
-    code = run_estimate(str(FIXTURES / "model-step"), "7B", "bf16", 8, 1, 1, "0", "25M", "1M",
-                        None, None, None, 1, 1, False, json_out=True)
+    code = run_estimate(str(FIXTURES / "model-step"), StepOptions(params="7B", dp=8), json_out=True)
     assert code == 0
     out = capsys.readouterr().out
     assert len(out.strip().splitlines()) == 1
@@ -210,8 +210,8 @@ def test_json_prints_exactly_one_object(capsys):
 
 
 def test_the_table_shows_subtotals_total_notes_and_the_overlap_assumption(capsys):
-    code = run_estimate(str(FIXTURES / "model-step"), "7B", "bf16", 2, 4, 1, "0", "25M", "1M",
-                        32, 4096, 4096, 1, 1, False, json_out=False)
+    layout = StepOptions(params="7B", dp=2, tp=4, layers=32, hidden=4096, seq=4096)
+    code = run_estimate(str(FIXTURES / "model-step"), layout, json_out=False)
     assert code == 0
     out = capsys.readouterr().out
     assert "subtotal" in out and "total" in out and "whole-world" in out
@@ -305,8 +305,8 @@ def test_at_80_columns_the_table_keeps_what_each_term_is(capsys, monkeypatch):
     import commbench.output.console as console
 
     monkeypatch.setattr(console, "terminal_width", lambda: 80)
-    code = run_estimate(str(FIXTURES / "model-step"), "7B", "bf16", 2, 4, 1, "0", "25M", "1M",
-                        32, 4096, 4096, 1, 1, False, json_out=False)
+    layout = StepOptions(params="7B", dp=2, tp=4, layers=32, hidden=4096, seq=4096)
+    code = run_estimate(str(FIXTURES / "model-step"), layout, json_out=False)
     assert code == 0
     out = capsys.readouterr().out
     table = [line for line in out.splitlines() if not line.startswith(("#", "note:"))]
@@ -317,9 +317,16 @@ def test_at_80_columns_the_table_keeps_what_each_term_is(capsys, monkeypatch):
 
 
 def test_the_table_prints_sizes_with_format_size(capsys):
-    code = run_estimate(str(FIXTURES / "model-step"), "1.3B", "bf16", 2, 1, 1, "0", "25M",
-                        "1M", None, None, None, 1, 1, False, json_out=False)
+    code = run_estimate(str(FIXTURES / "model-step"), StepOptions(params="1.3B", dp=2),
+                        json_out=False)
     assert code == 0
     out = capsys.readouterr().out
     assert "≈" not in out
     assert " 3638.5K " in out  # the last bucket, exactly as --sizes would read it
+
+
+def test_the_options_a_user_changed_are_named_as_flags():
+    """estimate --trace refuses the idealised layout's options by these names."""
+    assert StepOptions().given() == []
+    assert StepOptions(params="7B", dp=8, sequence_parallel=True).given() == \
+        ["--params", "--dp", "--sequence-parallel"]

@@ -18,6 +18,7 @@ from commbench.model.trace_price import CurvePricer, price_trace
 from commbench.results import load_run
 from commbench.results import trace as trace_format
 from commbench.results.trace import Call, Group
+from commbench.specs.estimate import StepOptions
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 
@@ -238,8 +239,6 @@ def test_run_is_an_argument_or_run_and_trace_options_need_trace(tmp_path):
     with pytest.raises(UsageError, match="needs a result folder"):
         choose_run(None, None)
     with pytest.raises(UsageError, match="--step reads a recorded trace"):
-        run_estimate(str(FIXTURES / "model-exact"), "1B", "bf16", 2, 1, 1, "0", "25M", "1M",
-                     None, None, None, 1, 1, False, False, step=[1])
+        run_estimate(str(FIXTURES / "model-exact"), StepOptions(params="1B", dp=2), False, step=[1])
     with pytest.raises(UsageError, match="needs --params"):
-        run_estimate(str(FIXTURES / "model-exact"), None, "bf16", 2, 1, 1, "0", "25M", "1M",
-                     None, None, None, 1, 1, False, False)
+        run_estimate(str(FIXTURES / "model-exact"), StepOptions(params=None, dp=2), False)
