@@ -32,7 +32,8 @@ OPTIONS = (
              "sync (every worker ends each step with the full sum), async (versioned "
              "pushes, a staleness bound), or both: sync,async."),
     OpOption("staleness", ("--staleness",), int, None,
-             "async: versions a push may lag its shard, and a worker lead the slowest."),
+             "async: versions a push may lag its shard, and a worker lead the slowest "
+             "(default: unbounded, recorded as staleness_bound -1)."),
     OpOption("baseline", ("--baseline/--no-baseline",), bool, True,
              "Also measure allreduce over the W workers at the same sizes."),
     OpOption("colocate", ("--colocate/--dedicated",), bool, False,
@@ -81,6 +82,12 @@ def refuse(spec: Any, world: int) -> None:
                          "element")
     smallest = min(spec.sizes) if spec.sizes else itemsize
     elements = max(1, smallest // itemsize)
+    workers = world - servers
+    if workers < 2 and chosen.get("baseline", True):
+        # One worker has nobody to reduce with: its allreduce "baseline" is a copy, whose
+        # busbw is 0 and whose ratio to ps means nothing (it used to be printed unremarked).
+        raise UsageError(f"{workers} worker has no allreduce to compare with: use --nproc "
+                         f"{servers + 2} or more, or --no-baseline")
     servers = servers or world  # colocated: one shard per rank
     if servers > elements:
         raise UsageError(f"--servers {servers}: the smallest size ({smallest} B, {elements} "

@@ -265,7 +265,7 @@ def test_the_baseline_rows_are_allreduce_over_the_workers():
     (["--servers", "2", "--nproc", "2"], "leaves no worker"),
     (["--servers", "3", "--nproc", "3"], "leaves no worker"),
     (["--servers", "0"], "at least 1 server"),
-    (["--servers", "3", "--nproc", "4", "--sizes", "8"], "fewer partitions than servers"),
+    (["--servers", "3", "--nproc", "5", "--sizes", "8"], "fewer partitions than servers"),
     (["--staleness", "2"], "add --mode async"),
     (["--mode", "sync", "--staleness", "0"], "add --mode async"),
     (["--mode", "bogus"], "unknown --mode"),
@@ -273,6 +273,8 @@ def test_the_baseline_rows_are_allreduce_over_the_workers():
     (["--partition", "4Q"], "unknown unit"),
     (["--mesh", "a=2", "--nproc", "2"], "lays the ranks out itself"),
     (["--backend", "nccl", "--nproc", "3"], "nccl"),
+    # one worker: the allreduce baseline would be a one-rank copy (busbw 0, a ratio of noise)
+    (["--nproc", "2", "--servers", "1"], "1 worker has no allreduce to compare with"),
 ])
 def test_bad_ps_input_exits_2_with_one_line(args, message, tmp_path, capsys):
     from commbench.cli import main
