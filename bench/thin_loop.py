@@ -41,6 +41,11 @@ def make_call(dist, op, buf, small, peer, first):
         return lambda: gather(buf, small)
     if op == "broadcast":
         return lambda: dist.broadcast(buf, 0)
+    if op == "alltoallv":  # commbench alltoallv --routing uniform: even split sizes
+        out, world = buf.clone(), dist.get_world_size()
+        splits = [buf.numel() // world] * world
+        return lambda: dist.all_to_all_single(out, buf, output_split_sizes=splits,
+                                              input_split_sizes=splits)
     if first:  # pingpong: one iteration is a round trip
 
         def round_trip():
@@ -144,7 +149,8 @@ def _row(op, size_bytes, visits, started, peak_rss_mib):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--op", default="allreduce",
-                        choices=["allreduce", "allgather", "broadcast", "pingpong"])
+                        choices=["allreduce", "allgather", "broadcast", "pingpong",
+                                 "alltoallv"])
     parser.add_argument("--sizes", default="8,65536,16777216", help="bytes, comma-separated")
     parser.add_argument("--seconds", type=float, default=0.5, help="timed seconds per size")
     parser.add_argument("--started", type=float, default=None, help="epoch of the command")

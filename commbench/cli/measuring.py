@@ -153,6 +153,10 @@ def _measuring_options(
     per_group: bool = typer.Option(
         DEFAULTS.per_group, "--per-group", help="A row per group as well; the summary names a "
         "group 1.5x slower than the median group."),
+    per_call: bool = typer.Option(
+        DEFAULTS.per_call, "--per-call", help="Time every call on its own and keep every "
+        "rank's calls (calls.parquet, or calls.jsonl without pyarrow); the summary adds p95, "
+        "CV, spikes (calls over 1.5x the median) and which rank the others waited for."),
     out: str = options.results_root(OUTPUT_DEFAULTS.out),
     name: Optional[str] = options.run_name(),  # noqa: UP045
     force: bool = options.force(),

@@ -211,6 +211,9 @@ class Launch:
     def update(self, fields: dict) -> None:
         self.sink.update(fields)
 
+    def calls(self, batch) -> None:
+        self.sink.calls(replace(batch, launch=self.index))
+
     def close(self) -> None:
         self.sink.close()
 

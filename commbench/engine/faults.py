@@ -23,6 +23,11 @@
   one round, a locate pair at a size): every EVERY-th visit from the first (an integer, default
   2), or each visit with probability EVERY (below 1), seeded by the rank and the visit so a
   rerun slows the same visits (a rank that is slow in some rounds and fine in others).
+- ``late=SECONDS[,EVERY]``: after every EVERY-th call (default 4; counted on this rank from the
+  first wrapped call), the rank sleeps before returning, so it starts its next call SECONDS
+  late, as a rank busy between two calls: the others wait for it in that call
+  (``--per-call`` names it as that call's straggler). A ``delay`` inside a call cannot be
+  told apart that way: every rank waits in the call for as long.
 
 All but the first two wrap the functions of ``torch.distributed`` themselves, inside the
 ranks, so the product's own validation and timing see a broken or slow collective. The control
@@ -38,7 +43,7 @@ import time
 from dataclasses import dataclass
 
 FAULT_ENV = "COMMBENCH_FAULT"
-WRAPPING = ("noop", "shift", "neighbour", "splits", "delay", "slow", "flaky")
+WRAPPING = ("noop", "shift", "neighbour", "splits", "delay", "slow", "flaky", "late")
 PAIR_ACTIONS = ("linkdelay", "hang")  # p2p batches between two ranks of RANKS
 HANG_S = 3600.0
 
@@ -51,6 +56,7 @@ class Fault:
     size: int | None = None  # None: every size
     seconds: float = 0.0  # delay: the seconds; slow: the factor
     every: float = 0.0  # flaky: every K-th visit (K >= 1), or each with probability p < 1
+    # late: every K-th call
 
     def applies(self, rank: int, op: str, size: int | None) -> bool:
         return ((self.ranks is None or rank in self.ranks) and (not self.op or self.op == op)
@@ -74,7 +80,11 @@ def parse(text: str) -> list[Fault]:
         if action not in ("raise", "corrupt", *WRAPPING, *PAIR_ACTIONS):
             raise ValueError(f"{FAULT_ENV}: unknown action {action!r}")
         default = HANG_S if action == "hang" else 0
-        every = float(every or 2) if action == "flaky" else 0.0
+        every = (float(every or 2) if action == "flaky" else float(every or 4)
+                 if action == "late" else 0.0)
+        if action == "late" and not (every >= 1 and every == int(every)):
+            raise ValueError(f"{FAULT_ENV}: late's EVERY is a whole number of calls, not "
+                             f"{every:g}")
         if action == "flaky" and not (every >= 1 and every == int(every) or 0 < every < 1):
             raise ValueError(f"{FAULT_ENV}: flaky's EVERY is a whole number of visits or a "
                              f"probability below 1, not {every:g}")
@@ -93,6 +103,7 @@ class Injector:
         self.size: int | None = None
         self.visits: dict[int, int] = {}  # flaky fault's index -> its visits so far
         self._slow_now: set[int] = set()  # flaky faults whose current visit is a slow one
+        self.calls = 0  # wrapped calls so far (late)
 
     @classmethod
     def from_env(cls, rank: int) -> Injector:
@@ -116,6 +127,11 @@ class Injector:
                     and (fault.action != "flaky" or index in self._slow_now)):
                 return fault
         return None
+
+    def late_now(self, fault: Fault) -> bool:
+        """late: count this call; whether it is one the rank leaves late (every K-th)."""
+        self.calls += 1
+        return self.calls % int(fault.every) == 0
 
     def pair_action(self, peers: set[int]) -> Fault | None:
         """A linkdelay or hang between this rank and one of ``peers`` (global ranks)."""
@@ -204,6 +220,13 @@ def _wrap_distributed(injector: Injector) -> None:
         if fault.action in ("delay", "flaky"):
             time.sleep(fault.seconds)
             return real_batch(ops)
+        if fault.action == "late":
+            works = real_batch(ops)
+            for work in works:
+                work.wait()
+            if injector.late_now(fault):
+                time.sleep(fault.seconds)
+            return [_Done()]
         if fault.action == "noop":
             return [_Done()]
         for work in real_batch(ops):
@@ -283,6 +306,13 @@ def _wrapped(dist, injector: Injector, name: str, real, result):
         if fault.action in ("delay", "flaky"):
             time.sleep(fault.seconds)
             return real(*args, **kwargs)
+        if fault.action == "late":
+            done = real(*args, **kwargs)
+            if done is not None and hasattr(done, "wait"):
+                done.wait()
+            if injector.late_now(fault):
+                time.sleep(fault.seconds)
+            return done
         if fault.action == "noop":
             return _Done() if kwargs.get("async_op") else None
         group = kwargs.get("group")

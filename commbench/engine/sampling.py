@@ -7,6 +7,10 @@ are all-gathered after every round, and every rank applies the same rule to the 
 A sample is one timed block divided by its iteration count. What a rank keeps: each block's
 time (the samples), the iteration count of each block (so its loop total is exact, as
 nccl-tests' mean is), and where the timer can tell, every single call's time (the tail).
+With ``--per-call`` (Budget.per_call) every timer times every call on its own (timers'
+``stamp_calls``: a clock reading or a CUDA event between each two calls, so a block is cut from
+its calls afterwards), every call is kept (no subsample), and so is when each rank started each
+call, from which rank 0 tells who the others waited for (core.percall.lateness).
 
 Interruptions cost more than they take: on the 2-core VM the calls after any barrier or all-
 gather run slower for tens of milliseconds (8 B allreduce: the first 15 calls after a barrier
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from commbench.core.percall import lateness
 from commbench.core.stats import (
     STOP_CONFIDENCE,
     ci_halfwidth_pct,
@@ -65,6 +70,7 @@ class Budget:
     min_time: float
     iters: int | None = None
     warmup: int | None = None
+    per_call: bool = False  # --per-call: every call timed on its own and kept
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,10 @@ class Measurement:
     counts: np.ndarray  # iterations in each block
     calls: np.ndarray | None = None  # ranks x calls (in the order timed), or None
     rounds: tuple[int, ...] = ()  # samples of each interleaved round (--rounds), in order
+    # --per-call: seconds each rank started each call after the first rank (ranks x calls),
+    # and the round each call was timed in; None without --per-call
+    call_late: np.ndarray | None = None
+    call_rounds: np.ndarray | None = None
 
     @property
     def iters(self) -> int:
@@ -89,12 +99,17 @@ class Measurement:
 class _Blocks:
     """What the loop has so far: block times of every rank, counts, this rank's call times."""
 
-    def __init__(self, timer) -> None:
+    def __init__(self, timer, keep_all: bool = False) -> None:
         self.timer = timer
-        self.per_call = getattr(timer, "times_single_calls", False)
+        self.keep_all = keep_all  # --per-call: every call, and its start, on every timer
+        self.per_call = keep_all or getattr(timer, "times_single_calls", False)
         self.chunks: list[np.ndarray] = []
         self.counts: list[int] = []
         self.calls: list[np.ndarray] = []
+        self.starts: list[np.ndarray] = []  # keep_all: seconds after the chunk's first stamp
+        self.bases: list[int] = []  # keep_all: each chunk's first stamp (host: ns; CUDA: 0)
+        self.round_of_call: list[np.ndarray] = []
+        self.round_index = 0  # set by SizeRounds before each visit
 
     def run(self, call: Call, control, counts: list[int]) -> np.ndarray:
         """Time one round of blocks (one per count) and all-gather their times.
@@ -102,7 +117,18 @@ class _Blocks:
         Where single calls are timed, the round is one unbroken loop and its blocks are cut
         from the call times afterwards, so nothing runs between them.
         """
-        if self.per_call:
+        if self.keep_all:
+            stamps = self.timer.stamp_calls(call, sum(counts))
+            base = stamps[0]
+            relative = (stamps - base) * (1e-9 if stamps.dtype == np.int64 else 1.0)
+            single = np.diff(relative)
+            self.calls.append(single)
+            self.starts.append(relative[:-1])
+            self.bases.append(int(base) if stamps.dtype == np.int64 else 0)
+            self.round_of_call.append(np.full(single.size, self.round_index, dtype=np.int64))
+            parts = np.split(single, np.cumsum(counts)[:-1])
+            times = [float(part.sum()) / count for part, count in zip(parts, counts, strict=True)]
+        elif self.per_call:
             single = self.timer.block_calls(call, sum(counts))
             self.calls.append(single)
             parts = np.split(single, np.cumsum(counts)[:-1])
@@ -118,6 +144,8 @@ class _Blocks:
         return np.concatenate(self.chunks, axis=1)
 
     def finish(self, control, rounds: tuple[int, ...] = ()) -> Measurement:
+        if self.keep_all and self.calls:
+            return self._finish_all(control, rounds)
         calls = None
         if self.per_call and self.calls:
             mine = np.concatenate(self.calls)
@@ -126,6 +154,28 @@ class _Blocks:
             calls = control.gather(mine.tolist())
         return Measurement(per_rank=self.per_rank(), counts=np.asarray(self.counts), calls=calls,
                            rounds=rounds)
+
+    def _finish_all(self, control, rounds: tuple[int, ...]) -> Measurement:
+        """--per-call: every rank's every call, and when it started, all-gathered (the same
+        call count on every rank: the block counts are shared). A chunk's first stamp goes as
+        two exact floats (high and low 32 bits of the ns), so host starts compare to the ns."""
+        calls = control.gather(np.concatenate(self.calls).tolist())
+        starts = control.gather(np.concatenate(self.starts).tolist())
+        halves = [float(part) for base in self.bases for part in divmod(base, 1 << 32)]
+        bases = control.gather(halves)
+        bases = (bases[:, 0::2].astype(np.int64) << 32) + bases[:, 1::2].astype(np.int64)
+        shared = bool(getattr(self.timer, "shared_clock", False))
+        late = np.empty_like(calls)
+        offset = 0
+        for chunk, single in enumerate(self.calls):
+            span = slice(offset, offset + single.size)
+            relative_base = (bases[:, chunk] - bases[:, chunk].min()) * 1e-9
+            begun = starts[:, span] + relative_base[:, None]
+            late[:, span] = lateness(begun, begun + calls[:, span], shared)
+            offset += single.size
+        return Measurement(per_rank=self.per_rank(), counts=np.asarray(self.counts), calls=calls,
+                           rounds=rounds, call_late=late,
+                           call_rounds=np.concatenate(self.round_of_call))
 
 
 def warm_up(call: Call, control, budget: Budget, sync: Call | None = None) -> None:
@@ -177,7 +227,7 @@ def measure(call: Call, timer, control, budget: Budget, combine: Combine) -> Mea
         control.barrier()
         estimate = float(control.gather([timer.block(call, warmup) / warmup]).max())
 
-    blocks = _Blocks(timer)
+    blocks = _Blocks(timer, budget.per_call)
     if budget.iters is not None:
         _fixed(call, blocks, control, budget.iters, estimate)
     else:
@@ -280,7 +330,7 @@ class SizeRounds:
 
     def __init__(self, call: Call, timer, control, budget: Budget, rounds: int) -> None:
         self.call, self.control, self.rounds = call, control, rounds
-        self.blocks = _Blocks(timer)
+        self.blocks = _Blocks(timer, budget.per_call)
         self.round_counts: list[int] = []
         self.timed = 0.0
         call()  # untimed: lazy connection set-up and first-touch page faults
@@ -322,6 +372,7 @@ class SizeRounds:
             for _ in range(self.warmup):
                 self.call()
         counts = self.plan[index] if self.plan is not None else [self.per_block] * self.per_round
+        self.blocks.round_index = index
         taken = 0
         while taken < len(counts):
             step = _round(counts[taken:], self.estimate)

@@ -43,6 +43,9 @@ class RowSink(RunSink, Protocol):
 
     def update(self, fields: dict) -> None: ...
 
+    def calls(self, batch: Any) -> None:
+        """--per-call: one size's calls on every rank (a results.calls.CallBatch)."""
+
 
 class PairSink(RunSink, Protocol):
     """locate's sink: one record per pair measured."""

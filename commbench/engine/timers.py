@@ -11,6 +11,12 @@ logging) happens between blocks.
   times with the host clock around a stream synchronise; events exclude the launch tail).
 - CUDA graphs (nccl-tests ``-G``): the block is captured once and replayed, which removes the
   per-call CPU launch cost.
+
+``stamp_calls`` (``--per-call``) times every call of a block on its own: a clock reading (or a
+CUDA event) before the first call and after each, so call i lasts stamps[i+1] - stamps[i] and
+starts at stamps[i]. The starts are what tells which rank arrived last at a call
+(core.percall). Host stamps are perf_counter_ns, CLOCK_MONOTONIC on Linux, one clock for every
+process of a host; CUDA stamps are seconds since the block's first event, each GPU its own.
 """
 
 from __future__ import annotations
@@ -45,15 +51,28 @@ class HostTimer:
         if sync is not None:
             self.name = "host-sync"
 
+    shared_clock = True  # one clock for every process of a host: starts compare directly
+
     def block_calls(self, call: Call, iters: int) -> np.ndarray:
         """Seconds of each call of a block (they sum to the block's time)."""
-        clock = time.perf_counter_ns
-        stamps = array("q", bytes(8 * iters))  # 8 bytes a call, not a list of int objects
-        start = clock()
-        for index in range(iters):
-            call()
-            stamps[index] = clock()
-        return np.diff(np.frombuffer(stamps, dtype=np.int64), prepend=start) * 1e-9
+        return np.diff(self.stamp_calls(call, iters)) * 1e-9
+
+    def stamp_calls(self, call: Call, iters: int) -> np.ndarray:
+        """perf_counter_ns before the first call and after each (``iters`` + 1, int64); with
+        ``sync``, after waiting for each call."""
+        clock, sync = time.perf_counter_ns, self._sync
+        stamps = array("q", bytes(8 * (iters + 1)))  # 8 bytes a call, not int objects
+        stamps[0] = clock()
+        if sync is None:
+            for index in range(1, iters + 1):
+                call()
+                stamps[index] = clock()
+        else:
+            for index in range(1, iters + 1):
+                call()
+                sync()
+                stamps[index] = clock()
+        return np.frombuffer(stamps, dtype=np.int64)
 
     def block(self, call: Call, iters: int) -> float:
         sync = self._sync
@@ -71,6 +90,7 @@ class CudaEventTimer:
 
     name = "cuda-event"
     times_single_calls = False
+    shared_clock = False  # each GPU's events have their own clock
 
     def __init__(self, blocking: bool = False) -> None:
         import torch
@@ -79,6 +99,26 @@ class CudaEventTimer:
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
         self._blocking = blocking
+        self._events: list = []  # --per-call: reused from block to block, grown as needed
+
+    def stamp_calls(self, call: Call, iters: int, replay: Call | None = None) -> np.ndarray:
+        """An event before the first call and after each; seconds since the first (float64,
+        ``iters`` + 1). Reading them waits for the last event only, after the loop."""
+        events = self._events
+        while len(events) < iters + 1:
+            events.append(self._torch.cuda.Event(enable_timing=True))
+        stream_sync = self._torch.cuda.current_stream().synchronize
+        run = replay or call
+        events[0].record()
+        for index in range(1, iters + 1):
+            run()
+            if self._blocking:
+                stream_sync()
+            events[index].record()
+        events[iters].synchronize()
+        first = events[0]
+        return np.array([0.0] + [first.elapsed_time(events[i]) * 1e-3
+                                 for i in range(1, iters + 1)])
 
     def block(self, call: Call, iters: int) -> float:
         start, end = self._start, self._end
@@ -113,6 +153,7 @@ class CudaGraphTimer:
 
     name = "cuda-graph"
     times_single_calls = False
+    shared_clock = False
 
     def __init__(self, torch_module=None, events=None, barrier: Call | None = None) -> None:
         if torch_module is None:
@@ -124,6 +165,10 @@ class CudaGraphTimer:
 
     def block(self, call: Call, iters: int) -> float:
         return self._events.block(self.graph_for(call, iters).replay, 1)
+
+    def stamp_calls(self, call: Call, iters: int) -> np.ndarray:
+        """--per-call: replays of a one-call graph, an event between each two."""
+        return self._events.stamp_calls(call, iters, replay=self.graph_for(call, 1).replay)
 
     def graph_for(self, call: Call, iters: int):
         """The captured graph of ``iters`` calls of ``call``, captured on first use."""

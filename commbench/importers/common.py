@@ -69,6 +69,10 @@ class Timing:
     p99_us: float | None = None
     std_us: float | None = None
     tail: str = "block"  # "call" when the spread is over single iterations
+    # per-iteration times (nccl-tests -I): the row's samples, and its per-call columns
+    # (core.percall: calls, lat_us_p95, cv_pct, spikes, stragglers)
+    samples_us: list[float] = field(default_factory=list)
+    per_call: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -141,6 +145,10 @@ def _row(items: list[Measured]) -> dict:
             "lat_us_ci_hi": p50,
         }
         samples, samples_us, tail = 1, [], timing.tail
+        if timing.samples_us:  # one time per iteration: each is a sample
+            samples, samples_us = len(timing.samples_us), [round(t, 4) for t in
+                                                           timing.samples_us]
+        fields.update(timing.per_call)
     else:
         times = [item.timing.time_us for item in items]
         latency = summarize(times).as_columns()

@@ -11,7 +11,9 @@ down or a minimum to zero):
 - min, p10, p90, p99, max and std from single calls, each call's per-rank times combined,
   where the timer times single calls (``tail = call``), else from blocks (``tail = block``);
 - measured in interleaved rounds (--rounds), the median's interval is the bootstrap over
-  rounds (stats.rounds_interval): the spread between rounds, not only within one window.
+  rounds (stats.rounds_interval): the spread between rounds, not only within one window;
+- with --per-call, p95, CV, spikes and stragglers over every call (core.percall), and the
+  calls themselves as a results.calls.CallBatch for rank 0's sink (``call_batch``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from commbench import collectives
 from commbench.collectives.base import Collective, OpContext
+from commbench.core.percall import call_stats
 from commbench.core.stats import (
     UNSTABLE_TAIL_SHARE,
     combine_ranks,
@@ -30,6 +33,7 @@ from commbench.core.stats import (
     summarize,
 )
 from commbench.engine.sampling import Measurement
+from commbench.results.calls import CallBatch
 from commbench.results.schema import Row
 
 
@@ -118,4 +122,20 @@ def build_row(op: Collective, ctx: OpContext, where: RowContext, count: int,
         round_p50_us=[round(float(np.median(part)), 4)
                       for part in np.split(samples_us, np.cumsum(rounds)[:-1])] if rounds else [],
     )
+    if measurement.call_late is not None and tail_us is not None:
+        stats = call_stats(tail_us, measurement.call_late[active] * scale,
+                           ranks=np.flatnonzero(active))
+        row = replace(row, **stats.as_columns())
     return replace(row, **op.row_extras(ctx, count))  # the op's own columns (alltoallv's)
+
+
+def call_batch(op: Collective, ctx: OpContext, where: RowContext, count: int,
+               measurement: Measurement) -> CallBatch | None:
+    """--per-call: every call of every rank, as timed (a pingpong call is its round trip),
+    for the calls file; None when the measurement kept no calls."""
+    if measurement.call_late is None or measurement.calls is None:
+        return None
+    return CallBatch(op=collectives.row_name(op.name), pattern=ctx.pattern,
+                     backend=where.backend, dim=where.dim, inplace=op.is_in_place(ctx),
+                     size_bytes=count * where.itemsize, rounds=measurement.call_rounds,
+                     time_us=measurement.calls * 1e6, late_us=measurement.call_late * 1e6)

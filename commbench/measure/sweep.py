@@ -5,6 +5,9 @@ With ``--rounds N`` an op's sizes are visited in N interleaved rounds (engine.sa
 SizeRounds holds a size's state between visits) and its rows are handed over after the last
 round, with the check; with one round each size is measured, checked and handed over in turn.
 Every decision that ends a loop is taken from gathered data, the same on every rank.
+
+With ``--per-call`` rank 0 also hands its sink each size's calls (``sink.calls``: every call of
+every rank, results.calls), after the size's row.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from commbench.engine.sampling import (
 from commbench.engine.session import Groups, Session
 from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
 from commbench.measure.progress import Visits
-from commbench.measure.rows import RowContext, build_row
+from commbench.measure.rows import RowContext, build_row, call_batch
 from commbench.results.schema import CUT_SHORT
 from commbench.specs.measure import MeasureSpec
 
@@ -205,7 +208,8 @@ class Sweep:
         send = torch.empty(largest.send if largest else 0, dtype=dtype, device=device)
         recv = torch.empty(largest.recv if largest else 0, dtype=dtype, device=device)
         timer = self._timer(device, op)
-        budget = Budget(min_time=spec.min_time, iters=spec.iters, warmup=spec.warmup)
+        budget = Budget(min_time=spec.min_time, iters=spec.iters, warmup=spec.warmup,
+                        per_call=spec.per_call)
         # Which ranks take part: idle ones stay out of the row's time (and of the stop rule).
         active = session.control.gather([1.0 if op.active(ctx) else 0.0])[:, 0] > 0
         combine = functools.partial(_combine_active, active=active, mode=spec.rank_time)
@@ -343,6 +347,9 @@ class Sweep:
         for name, value in op.row_fields(ctx, counted, row.lat_us_p50).items():
             setattr(row, name, value)
         self.sink.row(row.to_dict())
+        batch = call_batch(op, ctx, where, count, measurement) if spec.per_call else None
+        if batch is not None:  # --per-call: every call of every rank, to the calls file
+            self.sink.calls(batch)
         if spec.per_group and where.dim:
             self._group_rows(op, ctx, where, count, measurement, messages, active,
                              validation, groups, wrong_per_rank)

@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 
+from commbench.core.percall import SPIKE_RATIO
 from commbench.core.sizes import format_size
 from commbench.output.tables import Column, headers_of
 from commbench.results.schema import is_combined, op_label
@@ -29,6 +30,12 @@ SWEEP = [
 GROUP = Column("group", width=5, drop=1)
 BACKEND = Column("backend", width=7, drop=1, left=True)
 NOTE = Column("", width=8, drop=5, left=True)  # 'unstable': kept at 80 columns
+# --per-call: over every single call (core.percall)
+PER_CALL = [
+    Column("p95", "us", width=9, drop=5),
+    Column("cv", "%", width=5, drop=5),
+    Column("spikes", width=6, drop=5),
+]
 
 
 def ratio_column(first_backend: str) -> Column:
@@ -158,8 +165,10 @@ def timing_note(record: dict) -> str:
         whose = f"{tool}'" if tool.endswith("s") else f"{tool}'s"
         return ", ".join([*what, f"time = {whose} average over its iterations, rank-time "
                           f"{record.get('rank_time')}, {p99}"])
+    spikes = (f", spikes = calls over {SPIKE_RATIO:g}x the median" if has_calls(record)
+              else "")
     return ", ".join([*what, f"time = median, rank-time {record.get('rank_time')}, p99 over "
-                      f"{tail}"])
+                      f"{tail}{spikes}"])
 
 
 IMPORTED_TOOLS = {"osu": "OSU", "nccl-tests": "nccl-tests"}
@@ -170,10 +179,15 @@ def _given(value) -> bool:
     return value is not None and value == value and value != ""
 
 
-def sweep_columns(per_group: bool, several: bool, first_backend: str) -> list[Column]:
+def sweep_columns(per_group: bool, several: bool, first_backend: str,
+                  per_call: bool = False) -> list[Column]:
     """The sweep table's columns: a group column for --per-group tables, a backend column and
-    each row's time over the first backend's when backends share a table."""
+    each row's time over the first backend's when backends share a table, p95, CV and spikes
+    after p99 for --per-call tables."""
     columns = list(SWEEP)
+    if per_call:
+        at = columns.index(SWEEP[-2]) + 1  # after p99
+        columns[at:at] = PER_CALL
     if per_group:
         columns.insert(1, GROUP)
     if several:
@@ -183,10 +197,13 @@ def sweep_columns(per_group: bool, several: bool, first_backend: str) -> list[Co
 
 
 def sweep_row(record: dict, per_group: bool, several: bool, reference: float | None,
-              ) -> list[str]:
+              per_call: bool = False) -> list[str]:
     """A row's cells in ``sweep_columns`` order; ``reference``: the first backend's time at
     the same size and group (for the ratio column)."""
     cells = sweep_cells(record)
+    if per_call:
+        at = len(SWEEP) - 1  # after p99
+        cells[at:at] = per_call_cells(record)
     if per_group:
         cells.insert(1, group_text(record))
     if several:
@@ -196,6 +213,47 @@ def sweep_row(record: dict, per_group: bool, several: bool, reference: float | N
     notes = [f"{rate:,.0f} msg/s" if rate > 0 else "", "unstable" if record.get("unstable")
              else ""]
     return [*cells, " ".join(note for note in notes if note)]
+
+
+def has_calls(record: dict) -> bool:
+    """Whether a row was measured with --per-call (or imported with per-iteration times)."""
+    calls = record.get("calls")
+    return bool(calls) and calls == calls
+
+
+def per_call_cells(record: dict) -> list[str]:
+    if not has_calls(record):
+        return ["-", "-", "-"]
+    return [_number(record.get("lat_us_p95"), 1), _number(record.get("cv_pct"), 1),
+            str(int(record.get("spikes") or 0))]
+
+
+def straggler_lines(records: list[dict]) -> list[str]:
+    """--per-call: per table (op, dim, backend), over its sizes, how many calls each rank was
+    the one the others waited for (core.percall), the most first."""
+    from commbench.core.percall import STRAGGLER_SHARE, parse_stragglers
+
+    tables: dict[tuple, tuple[dict[int, int], list[int]]] = {}
+    for record in records:
+        if not has_calls(record) or not is_combined(record):
+            continue
+        dim = f" dim {record['dim']}" if record.get("dim") else ""
+        key = (op_label(record["op"], record.get("pattern")) + dim, record["backend"])
+        counts, calls = tables.setdefault(key, ({}, []))
+        calls.append(int(record["calls"]))
+        for rank, count in parse_stragglers(record.get("stragglers") or ""):
+            counts[rank] = counts.get(rank, 0) + count
+    lines = []
+    for (title, backend), (counts, calls) in tables.items():
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        if ranked:
+            named = ", ".join(f"rank {rank} in {count}" for rank, count in ranked)
+            text = f"last to arrive (the others waited) {named} of {sum(calls)} calls"
+        else:
+            text = f"none: every rank on time in all {sum(calls)} calls"
+        lines.append(f"# Stragglers           : {text}  ({title} {backend}; late by "
+                     f">= {STRAGGLER_SHARE:g} median call)")
+    return lines
 
 
 def reference_key(record: dict) -> tuple:
@@ -223,8 +281,9 @@ def table_groups(frame) -> list[tuple[str, list[str], list[list[str]]]]:
     groups = []
     for key, part in tables.items():
         per_group = not all(is_combined(r) for r in part)
-        columns = sweep_columns(per_group, several, backends[0])
-        rows = [sweep_row(r, per_group, several, first.get(reference_key(r)))
+        per_call = any(has_calls(r) for r in part)
+        columns = sweep_columns(per_group, several, backends[0], per_call)
+        rows = [sweep_row(r, per_group, several, first.get(reference_key(r)), per_call)
                 for r in sorted(part, key=lambda r: (r["size_bytes"], _group_order(r)))]
         title = group_title(part[0])
         if len(key) > 4:  # split by in-place
@@ -253,7 +312,7 @@ def footer_lines(records: list[dict]) -> list[str]:
         lines.append(f"# Avg bus bandwidth    : {sum(values) / len(values):.3f} GB/s{which}")
     if not tables:
         lines.append("# Avg bus bandwidth    : N/A (no data moved)")
-    return lines
+    return lines + straggler_lines(records)
 
 
 def _group_order(record: dict) -> int:

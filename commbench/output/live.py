@@ -37,6 +37,10 @@ class Sinks:
         for sink in self.sinks:
             sink.update(fields)
 
+    def calls(self, batch) -> None:
+        for sink in self.sinks:
+            sink.calls(batch)
+
     def close(self) -> None:
         for sink in self.sinks:
             sink.close()
@@ -61,6 +65,9 @@ class _Quiet:
         pass
 
     def update(self, fields: dict) -> None:
+        pass
+
+    def calls(self, batch) -> None:
         pass
 
     def close(self) -> None:
@@ -123,6 +130,7 @@ class Live(_Stdout, Notes):
         self._first_backend = ""
         self._several = False
         self._per_group = False
+        self._per_call = False
         self._both_places = False
         self._footer_rows: list[dict] = []  # what the footer needs of every row
 
@@ -183,7 +191,9 @@ class Live(_Stdout, Notes):
         key = (tables.group_key(record), record["backend"], bool(record.get("inplace")))
         if key != self._table:
             self._table = key
-            columns = tables.sweep_columns(per_group, self._several, self._first_backend)
+            self._per_call = tables.has_calls(record)  # --per-call: p95, CV, spikes
+            columns = tables.sweep_columns(per_group, self._several, self._first_backend,
+                                           self._per_call)
             self._layout = Layout(columns, [], tables.terminal_width())
             backend = f" {record['backend']}" if not self._several else ""
             self._print("")
@@ -197,13 +207,14 @@ class Live(_Stdout, Notes):
         where = tables.reference_key(record)
         if record["backend"] == self._first_backend:
             self._first_times[where] = record["lat_us_p50"]
-        cells = tables.sweep_row(record, per_group, self._several, self._first_times.get(where))
+        cells = tables.sweep_row(record, per_group, self._several, self._first_times.get(where),
+                                 self._per_call)
         for line in self._layout.row(cells):
             self._print(line)
         self._footer_rows.append({k: record.get(k) for k in (
             "op", "pattern", "mesh", "dim", "groups", "group_size", "span", "group", "backend",
             "size_bytes", "busbw_gbps", "wrong", "validation", "lat_us_p50", "beside",
-            "workers", "servers", "reduced_gbps")})
+            "workers", "servers", "reduced_gbps", "calls", "stragglers")})
 
     def close(self) -> None:
         if self._bar is not None:

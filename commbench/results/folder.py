@@ -111,6 +111,7 @@ class RunWriter:
         self.path = Path(path)
         self.base = base or {}
         self._rows = None
+        self._calls = None  # --per-call: the calls file's writer (results.calls)
 
     def start(self) -> None:
         """run.json before any rank exists: a run that fails to start still says what it was."""
@@ -145,6 +146,15 @@ class RunWriter:
         self._rows.write(json.dumps(record) + "\n")
         self._rows.flush()
 
+    def calls(self, batch) -> None:
+        """--per-call: one size's calls (a results.calls.CallBatch) into the calls file."""
+        if self._calls is None:
+            from commbench.results.calls import CALLS_VERSION, CallsWriter
+
+            self._calls = CallsWriter(self.path)
+            self.update({"calls": {"file": self._calls.path.name, "version": CALLS_VERSION}})
+        self._calls.write(batch)
+
     def update(self, fields: dict) -> None:
         meta, _ = _read_meta(self.path)
         meta.update(fields)
@@ -154,6 +164,9 @@ class RunWriter:
         if self._rows is not None:
             self._rows.close()
             self._rows = None
+        if self._calls is not None:
+            self._calls.close()
+            self._calls = None
 
 
 @dataclass

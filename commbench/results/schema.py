@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
 # run.json's format_version: a reader refuses a newer major version; a minor bump only adds.
-FORMAT_VERSION = "1.3"  # 1.2: the ps columns; 1.3: the alltoallv columns
+FORMAT_VERSION = "1.4"  # 1.2: the ps columns; 1.3: the alltoallv columns; 1.4: --per-call
 # The validation of a row written as a run ended inside an op's rounds (measure.sweep): measured
 # in fewer rounds than planned and never checked, so it does not make a run complete.
 CUT_SHORT = "off: the run ended before this size was checked"
@@ -97,6 +97,15 @@ class Row:
     max_rank_bytes: int = 0
     imbalance: float = 0.0
     split_id: str = ""
+    # --per-call (core.percall), over single calls, each call's per-rank times combined as
+    # rank_time says: calls kept per rank (0 = not run with --per-call), their p95 and
+    # coefficient of variation, the calls over 1.5x the median, and per rank how many calls
+    # the others waited for it ("1:37,0:3", the most first; results/calls.py keeps each call)
+    calls: int = 0
+    lat_us_p95: float = 0.0
+    cv_pct: float = 0.0
+    spikes: int = 0
+    stragglers: str = ""
     # Kept in results.jsonl only: the raw samples, for significance tests and re-analysis;
     # with rounds, how many samples each round took (samples_us in order) and its median.
     samples_us: list[float] = field(default_factory=list)

@@ -83,6 +83,7 @@ class MeasureSpec:
     dims: tuple[str, ...] = ()  # mesh dimensions measured in turn; ("all",) = every one
     split: str = ""  # nccl-tests' NCCL_TESTS_SPLIT, "mod:8" ...; becomes a mesh and a dim
     per_group: bool = False  # a row per group as well as the combined row
+    per_call: bool = False  # every call's time on every rank kept (results.calls), SPEC §12
     rounds: int = DEFAULT_ROUNDS  # interleaved passes over an op's sizes (measure.sweep)
     order: str = "alternate"  # how a round visits the sizes (engine.sampling.round_order)
     seed: int = 0  # the shuffle of --order shuffle, the same on every rank and launch

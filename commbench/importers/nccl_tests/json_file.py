@@ -8,6 +8,12 @@ unchecked), the trailer objects. The writer's quirks: booleans are the strings "
 NaN is the string "nan", infinities are bare (not JSON), and before 2.17.9 two keys are
 misspelled: ``average_bus_bandwidith`` / ``bandwidith``. The file is one line, so errors name
 the entry (``results[3].in_place``) rather than a line.
+
+With ``-I 1`` each half has a ``*_per_iter`` object (util.cu's writePerIterReport): its
+statistics, ``times_us`` (every iteration, the slowest process's time; the first
+``skipped_iterations`` (-K) are warm-up) and, with several processes,
+``per_process_max_times_us``. The kept iterations become the row's samples, and its per-call
+columns (p95, CV, spikes, stragglers: core.percall) come from them.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import re
 
 import numpy as np
 
+from commbench.core.percall import call_stats
 from commbench.importers.common import Timing, fail
 from commbench.importers.nccl_tests.model import (
     AVERAGE,
@@ -176,11 +183,37 @@ def _json_per_iter(body: dict, time_us: float, source: str, where: str) -> Timin
     skipped = _json_int(body.get("skipped_iterations", 0), source, f"{where}.skipped_iterations")
     kept = [t for t in times[skipped:] if math.isfinite(t)]
     p10 = p90 = None
+    per_call: dict = {}
     if kept:
         p10, p90 = (float(v) for v in np.percentile(kept, [10, 90]))
+        stats = call_stats(kept, _per_process(body, len(times), skipped, source, where))
+        per_call = stats.as_columns()
+        # What the tool printed, where it did (its p95 is nearest-rank, as its p99)
+        for column, key in (("lat_us_p95", "p95_us"), ("cv_pct", "cv_pct")):
+            if number(key) is not None:
+                per_call[column] = number(key)
     return Timing(time_us=time_us, min_us=number("min_us"), max_us=number("max_us"),
                   p10_us=p10, p90_us=p90, p99_us=number("p99_us"), std_us=number("stdev_us"),
-                  tail="call")
+                  tail="call", samples_us=kept, per_call=per_call)
+
+
+def _per_process(body: dict, iterations: int, skipped: int, source: str,
+                 where: str) -> np.ndarray | None:
+    """``per_process_max_times_us`` (2.19.2+, several processes): each process's time of each
+    iteration (the slowest of its GPUs), the skipped ones left out; None where absent. Only
+    durations: the process with the longest iteration stands in for the one the others
+    waited for (core.percall), and rows are processes, which are ranks with -g 1."""
+    rows = body.get("per_process_max_times_us")
+    if not isinstance(rows, list) or not rows:
+        return None
+    values = []
+    for index, row in enumerate(rows):
+        if not isinstance(row, list) or len(row) != iterations:
+            raise fail(source, None, f"{where}.per_process_max_times_us[{index}] is not a "
+                                     f"list of {iterations} times")
+        values.append([_json_number(t, source, f"{where}.per_process_max_times_us[{index}]")
+                       for t in row[skipped:]])
+    return np.asarray(values, dtype=np.float64)
 
 
 def _json_number(value, source: str, where: str) -> float:

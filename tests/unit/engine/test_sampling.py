@@ -232,3 +232,71 @@ def test_no_round_outlasts_the_cap_so_idle_ranks_do_not_time_out():
     rounds = timer.blocks[1:]  # after the calibration call
     assert result.iters == sum(rounds) and len(rounds) > 1
     assert max(rounds) <= 10  # blocks of 2 calls of 1 s: 5 blocks a round
+
+
+class TwoRanksLate(OneRank):
+    """A world of two: every gather gets this rank's values, then the peer's from ``peer``
+    (a function of this rank's values and which gather this is)."""
+
+    def __init__(self, peer):
+        super().__init__()
+        self.peer = peer
+
+    def gather(self, values):
+        self.gathers += 1
+        return np.array([values, self.peer(list(values), self.gathers)], dtype=float)
+
+
+class StampingTimer(ScriptedTimer):
+    """Host stamps in ns: each call lasts ``seconds``; the clock starts at 5e15 ns (months of
+    uptime, beyond what a float holds to the ns)."""
+
+    shared_clock = True
+
+    def __init__(self, seconds):
+        super().__init__(seconds)
+        self.now = 5_000_000_000_000_000
+
+    def stamp_calls(self, call, iters):
+        self.blocks.append(iters)
+        step = int(self.seconds * 1e9)
+        stamps = self.now + step * np.arange(iters + 1, dtype=np.int64)
+        self.now = int(stamps[-1]) + 1000
+        return stamps
+
+
+def test_per_call_keeps_every_call_and_names_who_started_late():
+    # Both ranks' calls last 10 us and share the clock; the peer starts every 3rd call of
+    # the size 40 us late (its chunk base is the same, its starts within it are shifted).
+    timer = StampingTimer(10e-6)
+    chunks = []
+
+    def peer(values, gather):
+        values = list(values)
+        if len(values) == 30 and values[0] == 0.0:  # the call starts (from 0): every 3rd late
+            chunks.append(len(values))
+            return [v + (40e-6 if i % 3 == 2 else 0.0) for i, v in enumerate(values)]
+        return values
+
+    control = TwoRanksLate(peer)
+    budget = m.Budget(min_time=1.0, iters=30, per_call=True)
+    result = m.measure(noop, timer, control, budget, combine=lambda per_rank: per_rank[0])
+    assert result.calls.shape == (2, 30)  # every call of both ranks, none subsampled
+    assert result.call_rounds.tolist() == [0] * 30
+    late = result.call_late * 1e6
+    assert np.allclose(late[0], 0.0, atol=1e-3)
+    assert np.allclose(late[1], [40.0 if i % 3 == 2 else 0.0 for i in range(30)], atol=1e-3)
+    assert chunks == [30]
+
+
+def test_per_call_rounds_are_numbered_by_visit():
+    timer = StampingTimer(10e-6)
+    control = OneRank()
+    budget = m.Budget(min_time=1.0, iters=6, per_call=True)
+    state = m.SizeRounds(noop, timer, control, budget, rounds=3)
+    while not state.done():
+        state.visit(noop)
+    result = state.finish()
+    assert result.call_rounds.tolist() == [0, 0, 1, 1, 2, 2]
+    assert result.calls.shape == (1, 6) and np.allclose(result.calls, 10e-6)
+    assert result.per_rank.shape == (1, 6)  # the blocks, cut from the calls

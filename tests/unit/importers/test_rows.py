@@ -289,6 +289,30 @@ def test_json_v3_skipped_iterations_and_bare_infinity():
     assert imported.meta["tests"][0]["avg_busbw_gbps"] == float("inf")
 
 
+def test_json_per_iteration_times_become_samples_and_per_call_columns():
+    # 4 processes (-g 1), 9 iterations, -K 1. After the skipped first one, the 1 KiB out-of-place
+    # times_us are 10.3 31.0 11.0 10.4 29.5 10.5 10.4 10.3: median 10.45, so 31.0 and 29.5
+    # are the spikes (over 15.7); process 2 has the longest time of both of those iterations,
+    # by 20 us, and no process stands out by half a median (5.2 us) anywhere else.
+    imported = nccl("v3-allreduce-periter-procs.json")
+    out = row(imported, 1024)
+    assert out["samples_us"] == [10.3, 31.0, 11.0, 10.4, 29.5, 10.5, 10.4, 10.3]
+    assert out["samples"] == 8 and out["calls"] == 8 and out["tail"] == "call"
+    assert out["spikes"] == 2 and out["stragglers"] == "2:2"
+    assert out["lat_us_p95"] == 31.0 and out["cv_pct"] == pytest.approx(55.558959)  # as printed
+    assert out["lat_us_p50"] == 11.49  # the printed time stays the headline
+    large = row(imported, 1048576, inplace=True)
+    assert large["stragglers"] == "2:2" and large["calls"] == 8
+
+
+def test_json_per_process_times_of_the_wrong_length_name_the_entry():
+    document = json.loads((NCCL / "v3-allreduce-periter-procs.json").read_text())
+    document["results"][0]["out_of_place_per_iter"]["per_process_max_times_us"][1].pop()
+    with pytest.raises(UsageError, match=r"p.json: results\[0\].out_of_place_per_iter"
+                                         r".per_process_max_times_us\[1\] is not a list of 9"):
+        parse("nccl-tests", json.dumps(document), "p.json")
+
+
 def test_json_cputime_and_a_newer_format():
     document = json.loads((NCCL / "v1-allreduce.json").read_text())
     document["version"] = 4
@@ -469,6 +493,7 @@ ROUND_TRIP = [
     ("nccl-tests", NCCL / "v1-allreduce.json", None, None),
     ("nccl-tests", NCCL / "v2-allgather-periter.json", None, None),
     ("nccl-tests", NCCL / "v3-alltoall-inf.json", None, None),
+    ("nccl-tests", NCCL / "v3-allreduce-periter-procs.json", None, None),
     ("osu", OSU / "osu_allreduce-7.4.txt", None, 4),
     ("osu", OSU / "osu_allgather-full-7.4.txt", None, None),
     ("osu", OSU / "osu_alltoall-cuda-5.3.txt", None, 4),
