@@ -241,3 +241,55 @@ def test_compare_report_model(tmp_path):
     modelled = cli("model", str(a))
     assert modelled.returncode == 0, modelled.stderr[-2000:]
     assert (a / "model.json").exists()
+
+
+# ---- the capabilities beyond the sweep: each reads torch APIs that move between releases -----
+
+def json_lines(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_ps(tmp_path, mode):
+    extra = ["--staleness", "1"] if mode == "async" else []
+    done = cli("ps", "--servers", "1", "--nproc", "3", "--mode", mode, *extra, "--sizes", "4K",
+               "--partition", "1K", "-n", "3", "-w", "0", "--rounds", "1", "--json", "--quiet",
+               "--out", str(tmp_path), "--name", f"ps-{mode}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json_lines(done.stdout)
+    assert {r["pattern"] for r in rows if r["op"] == "ps"} == {mode}
+    assert all(r["wrong"] == 0 and r["validation"] == "full" for r in rows), rows
+
+
+def test_locate(tmp_path):
+    done = cli("locate", "--nproc", "4", "--sizes", "8,64K", "--json", "--timeout", "60",
+               "--out", str(tmp_path), "--name", "loc", timeout=300)
+    assert done.returncode in (0, 1), done.stderr[-2000:]  # 1: a suspect on a noisy machine
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "suspects" in summary
+    assert meta_of(tmp_path / "loc")["status"] == "complete"
+
+
+def test_record_and_replay(tmp_path):
+    """The recorder reads torch's dispatcher ops (their schemas move between releases); the
+    replay re-issues what it recorded."""
+    trace = tmp_path / "trace"
+    example = Path(__file__).resolve().parent.parent / "examples" / "ddp_mlp.py"
+    recorded = subprocess.run(
+        [sys.executable, "-m", "commbench", "record", "--out", str(trace), "--",
+         str(BIN / "torchrun"), "--nproc-per-node", "2", str(example), "--steps", "4",
+         "--width", "64", "--layers", "2"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env=clean_env(OMP_NUM_THREADS="1"))
+    assert recorded.returncode == 0, recorded.stderr[-2000:]
+    replayed = cli("replay", str(trace), "--json", "--timeout", "60", "--out", str(tmp_path),
+                   "--name", "rep", timeout=300)
+    assert replayed.returncode == 0, replayed.stderr[-2000:]
+    summary = json.loads(replayed.stdout.strip().splitlines()[-1])
+    assert summary["per_step"]["replayed_s"] > 0
+
+
+def test_bind(tmp_path):
+    done = cli("allreduce", *SHORT, "--bind", "core", "--out", str(tmp_path), "--name", "bd")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert all(r["wrong"] == 0 for r in rows_of(tmp_path / "bd"))

@@ -28,6 +28,7 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
 
     if paths and all(is_locate_run(path) for path in paths):  # locate runs: per entity
         return run_locate_compare(paths, json_rows, fail_on_regression)
+    _refuse_mixed_kinds(paths)
     threshold = parse_threshold(threshold_text)
     runs = [load_run(path) for path in paths]
     result = compare_runs(runs, metric, threshold, sizes)
@@ -79,6 +80,12 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
         if result.incomplete and not allow_partial:
             reasons.append(f"{'; '.join(result.incomplete)}: a partial or failed run cannot "
                            "pass the gate (add --allow-partial to accept it)")
+        # A gap is no pass: rows kept apart were not compared, and sizes one side lacks were
+        # not measured (in a partial run that --allow-partial accepts, lacking is expected).
+        if result.apart:
+            reasons.append(f"{len(result.apart)} row group(s) kept apart, not compared")
+        if result.missing and not (allow_partial and result.incomplete):
+            reasons.append(f"{len(result.missing)} series lack sizes the other run has")
         if reasons:
             print(f"error: {'; '.join(reasons)}", file=sys.stderr)
             return EXIT_FINDING
@@ -180,3 +187,16 @@ def run_locate_compare(paths: list[str], json_rows: bool, fail_on_regression: bo
               "--fail-on-regression fails", file=sys.stderr)
         return EXIT_FINDING
     return EXIT_OK
+
+
+def _refuse_mixed_kinds(paths: list[str]) -> None:
+    """compare pairs like with like: two sweeps (rows) or two locate runs (entities)."""
+    from commbench.results import folder_kind
+
+    kinds = {path: folder_kind(path) for path in paths}
+    others = {path: kind for path, kind in kinds.items() if kind not in (None, "sweep")}
+    if others:
+        path, kind = next(iter(others.items()))
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise UsageError(f"{path} is {article} {kind} {'folder' if kind == 'trace' else 'run'}: "
+                         "compare needs two sweeps or two locate runs")

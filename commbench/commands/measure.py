@@ -131,7 +131,7 @@ def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
         if env is not None:
             _run_external(spec, env, sink)
         else:
-            _run_local(spec, sink, world)
+            _run_local(spec, sink, world, path)
     except (RunFailed, Interrupted) as error:
         rows = results.read_rows(path)
         run = finish(path, "partial" if rows else "failed", str(error))
@@ -161,7 +161,7 @@ def _add_to_history(output: OutputSpec, path: Path, failed: bool) -> None:
         say(f"warning: the run was not added to {output.history}: {error}")
 
 
-def _run_local(spec: MeasureSpec, sink, world: int) -> None:
+def _run_local(spec: MeasureSpec, sink, world: int, folder: Path) -> None:
     """commbench starts the ranks itself, through torch's elastic agent."""
     from commbench.engine.failures import explain
     from commbench.launch.local import run_local
@@ -173,7 +173,8 @@ def _run_local(spec: MeasureSpec, sink, world: int) -> None:
         say(f"warning: {world} ranks on {os.cpu_count()} CPU cores: ranks wait for a core "
             "and times include that wait (nccl-tests' -n is --iters here)")
     if spec.repeat == 1:
-        run_local(run_rank, (spec, sink), world, spec.timeout, spec.uses_cuda(), explain)
+        run_local(run_rank, (spec, sink), world, spec.timeout, spec.uses_cuda(), explain,
+                  folder=folder)
         return
     from commbench.results import now
 
@@ -181,7 +182,7 @@ def _run_local(spec: MeasureSpec, sink, world: int) -> None:
     for index in range(spec.repeat):  # fresh ranks each time, like pyperf's worker processes
         say(f"launch {index + 1} of {spec.repeat} ...")
         run_local(run_rank, (spec, Launch(sink, index, spec.repeat, started)), world,
-                  spec.timeout, spec.uses_cuda(), explain)
+                  spec.timeout, spec.uses_cuda(), explain, folder=folder)
 
 
 class Launch:

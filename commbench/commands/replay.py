@@ -157,7 +157,7 @@ def _launch(spec: ReplaySpec, output: ReplayOutput, env, world: int, trace, job,
         if env is not None:
             _run_external(env, job, sink)
         else:
-            _run_local(job, sink, world)
+            _run_local(job, sink, world, path)
     except (RunFailed, Interrupted) as failure:
         say(f"error: {failure}")
         writer.update({"status": "failed", "error": str(failure), "end_time": results.now()})
@@ -186,7 +186,7 @@ def _run_id(backend: str, world: int) -> str:
     return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-replay-{backend}-n{world}"
 
 
-def _run_local(job, sink, world: int) -> None:
+def _run_local(job, sink, world: int, folder: Path) -> None:
     from commbench.engine.failures import explain
     from commbench.launch.local import run_local
     from commbench.output.console import say
@@ -197,7 +197,8 @@ def _run_local(job, sink, world: int) -> None:
     if world > (os.cpu_count() or 1):
         say(f"warning: {world} ranks on {os.cpu_count()} CPU cores: ranks wait for a core "
             "and the replayed times include that wait")
-    run_local(run_replay_rank, (job, sink), world, job.timeout, job.device == "cuda", explain)
+    run_local(run_replay_rank, (job, sink), world, job.timeout, job.device == "cuda", explain,
+              folder=folder)
 
 
 def _run_external(env, job, sink) -> None:

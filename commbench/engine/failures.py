@@ -84,15 +84,20 @@ def _ranks(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks))
 
 
-def explain(exit_codes: dict[int, int], store, world: int) -> str:
+def explain(exit_codes: dict[int, int], store, world: int,
+            last_words: dict[int, str] | None = None) -> str:
     """One line for the user: the root cause first (a timeout report, a killed rank, an error).
 
-    ``exit_codes`` holds the ranks that had failed when the failure was first seen.
+    ``exit_codes`` holds the ranks that had failed when the failure was first seen;
+    ``last_words`` each rank's last stderr line (the local launcher keeps them in the run
+    folder), said for a rank that died without reporting why: its traceback's last line.
     """
     errors, positions = read_reports(store, world)
+    last_words = last_words or {}
 
     def where(rank: int) -> str:
-        return f" during {positions[rank]}" if rank in positions else ""
+        said = f"; its last stderr line: {last_words[rank]}" if rank in last_words else ""
+        return (f" during {positions[rank]}" if rank in positions else "") + said
 
     timeouts = [e for e in errors.values() if e["kind"] == "timeout"]
     if timeouts:

@@ -20,7 +20,9 @@ from commbench.engine.coordination import Control, Watch, connect, heartbeat_int
 from commbench.engine.failures import RankFailure, diagnose, first_line
 
 EXIT_PAUSE_S = 0.1  # see Session.close
-LOCAL_START_S = 60.0  # see Session.join: start-up time a local rank gets, whatever --timeout
+# See Session.join: start-up time a local rank gets, whatever --timeout. Longer than the local
+# launcher's watchdog (launch.local.START_GRACE_S), which dumps every rank's stack first.
+LOCAL_START_S = 75.0
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,8 @@ class Session:
             # Ranks commbench started itself all exist (the agent reports one that dies): one
             # not here yet is still importing torch. 6 ranks on 2 busy cores took over 5 s,
             # and --timeout 5 ended such a run "rank 3 never arrived"; --timeout is for a
-            # hung call, so start-up gets LOCAL_START_S at least.
+            # hung call, so start-up gets LOCAL_START_S at least. The local launcher names a
+            # rank that never starts, with its stack, before this runs out.
             self.watch.await_arrivals(max(0.0, LOCAL_START_S - timeout))
         try:
             dist.init_process_group(
@@ -167,6 +170,7 @@ class Session:
         # After the world group: its gloo threads stay spread over every CPU (engine.binding).
         self.binding = Binding.for_rank(self.bind, env, self.cuda)
         self.binding.settle()
+        self.watch.at("start-up")  # joined; a rank that fails before its first op was here
 
     def describe_hosts(self, devices: list[str]) -> list[dict]:
         """Every rank's host facts (host, node, pid, CPU, GPU), in rank order."""

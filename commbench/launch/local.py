@@ -4,6 +4,12 @@ torch's LocalElasticAgent does the process management (spawn, monitor, stop the 
 fails, no orphans); commbench supplies a rendezvous handler whose store listens on 127.0.0.1
 only, and a shorter grace before SIGKILL so that a stopped (SIGSTOP) rank, which never handles
 SIGTERM, does not hold the run for torch's default 30 s.
+
+Whatever way a rank ends, it leaves words behind (launch.ranklogs): its stderr goes into
+``rank-<r>.log`` in the run folder as well as to the console, and the failure's one line ends
+with the rank's last line there. A rank that has not made its first heartbeat within
+``START_GRACE_S`` of the launch is a stalled start: every rank's Python stack is dumped
+(faulthandler, into ``rank-<r>.stack``) and the error names the rank and where it was.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ import signal
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 import torch.distributed as dist
 from torch.distributed.elastic.agent.server.api import WorkerSpec
@@ -27,6 +35,7 @@ from torch.distributed.elastic.rendezvous.api import RendezvousStoreInfo
 
 from commbench.core import compat
 from commbench.core.errors import EXIT_RUN_FAILED, Interrupted, RunFailed
+from commbench.launch import ranklogs
 from commbench.launch.environment import agent_rank_env, pin_interfaces
 
 SHUTDOWN_GRACE_S = 2  # SIGTERM, then SIGKILL after this long
@@ -34,6 +43,11 @@ SHUTDOWN_GRACE_S = 2  # SIGTERM, then SIGKILL after this long
 # machine preempts a measuring rank (a pingpong of 50 us then shows a 4 ms scheduler tick);
 # a failure is still seen within a second.
 MONITOR_INTERVAL_S = 1.0
+# A rank with no heartbeat this long after the launch has stalled at start-up. 6 ranks on 2
+# busy cores start within 10 s; engine.session waits longer (LOCAL_START_S) before the ranks
+# themselves name a missing one, so that this watchdog, which can read every rank's stack,
+# speaks first.
+START_GRACE_S = 45.0
 
 
 class LoopbackRendezvous(RendezvousHandler):
@@ -78,16 +92,22 @@ class _Agent(LocalElasticAgent):
     """torch's agent, with a bounded stop: its default waits 30 s after SIGTERM, which a
     SIGSTOPped rank never acts on, before SIGKILL."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, watchdog: ranklogs.StartWatchdog, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.first_failures: dict[int, int] = {}  # local rank -> exit code, before any stop
+        self.watchdog = watchdog
+        self.stalled = ""  # the watchdog's one line, when a rank never started
 
     def _monitor_workers(self, worker_group):
         processes = _processes(self)
         failed = {i: p.exitcode for i, p in enumerate(processes) if p.exitcode not in (None, 0)}
-        if failed and not self.first_failures:
+        if failed and not self.first_failures and not self.stalled:
             self.first_failures = failed
             _terminate(processes)
+        elif not self.first_failures and not self.stalled:
+            self.stalled = self.watchdog.check([p.pid for p in processes])
+            if self.stalled:
+                _terminate(processes)
         return super()._monitor_workers(worker_group)
 
     def _stop_workers(self, worker_group, *args, **kwargs) -> None:
@@ -143,12 +163,15 @@ def die_with_parent() -> None:
         os._exit(EXIT_RUN_FAILED)
 
 
-def _rank_main(entry: Callable, *args):
+def _rank_main(entry: Callable, logs: ranklogs.RankFiles, *args):
     """What each local rank runs: ``entry(rank_env, *args)``; a failure exits with code 3.
 
     The failure has already been reported to the rendezvous store by the rank, where the
-    launcher reads it and says it once.
+    launcher reads it and says it once. Any other exception (one raised before the rank could
+    report, such as a fault spec it cannot parse) is printed to stderr, which is the rank's log,
+    whose last line the launcher then shows.
     """
+    logs.attach(int(os.environ["LOCAL_RANK"]))
     env = agent_rank_env()
     die_with_parent()
     pin_interfaces(env)
@@ -161,24 +184,32 @@ def _rank_main(entry: Callable, *args):
         sys.exit(EXIT_RUN_FAILED)
     except Interrupted as stop:
         sys.exit(stop.exit_code)
+    except Exception:
+        traceback.print_exc()
+        sys.stderr.flush()
+        sys.exit(1)
 
 
 def _stopped(signum: int, frame) -> None:
     raise Interrupted(f"stopped by {signal.Signals(signum).name}", exit_code=128 + signum)
 
 
-Explain = Callable[[dict, object, int], str]
+Explain = Callable[..., str]  # (exit_codes, store, world, last_words=) -> one line
 
 
 def run_local(entry: Callable, args: tuple, nproc: int, timeout: float, cuda: bool,
-              explain: Explain) -> dict:
+              explain: Explain, folder: str | Path | None = None,
+              start_grace: float = START_GRACE_S) -> dict:
     """Run ``entry(rank_env, *args)`` on ``nproc`` local ranks; return rank -> return value.
 
     CPU-only runs fork the ranks from this process, which has torch imported already (a
     spawned rank spends a second importing it again); CUDA must not be forked, so runs that
-    touch a GPU spawn. When a rank fails, ``explain(exit_codes, store, nproc)`` words the
-    one-line reason from what the ranks left in the store; raises RunFailed with it, or
-    Interrupted.
+    touch a GPU spawn. When a rank fails, ``explain(exit_codes, store, nproc, last_words=)``
+    words the one-line reason from what the ranks left in the store and the last line each
+    failed rank wrote to stderr; raises RunFailed with it, or Interrupted.
+
+    ``folder`` (the run folder) keeps each rank's log and, after a stalled start, its stack;
+    without one they live in a temporary folder for the launch only.
     """
     quiet_torch_logs()
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -188,17 +219,21 @@ def run_local(entry: Callable, args: tuple, nproc: int, timeout: float, cuda: bo
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     rendezvous = LoopbackRendezvous(timeout)
     log_dir = tempfile.mkdtemp(prefix="commbench-")
+    files = ranklogs.RankFiles(Path(folder) if folder is not None else Path(log_dir), log_dir,
+                               nproc)
     spec = WorkerSpec(
         role="commbench",
         local_world_size=nproc,
         rdzv_handler=rendezvous,
         entrypoint=_rank_main,
-        args=(entry, *args),
+        args=(entry, files, *args),
         max_restarts=0,
         monitor_interval=MONITOR_INTERVAL_S,
     )
+    watchdog = ranklogs.StartWatchdog(rendezvous.store, nproc, start_grace, files)
     agent = _Agent(spec, logs_specs=DefaultLogsSpecs(log_dir=log_dir),
-                   start_method="spawn" if cuda else "fork")
+                   start_method="spawn" if cuda else "fork", watchdog=watchdog)
+    copier = ranklogs.StderrCopier(files)
     try:
         result = agent.run()
     except SignalException as error:
@@ -209,8 +244,13 @@ def run_local(entry: Callable, args: tuple, nproc: int, timeout: float, cuda: bo
         agent.stop()
         raise Interrupted("interrupted") from None
     finally:
+        copier.close()  # every rank has ended: what they wrote is in their logs
+        last_words = files.last_lines()
+        files.tidy()
         shutil.rmtree(log_dir, ignore_errors=True)
+    if agent.stalled:
+        raise RunFailed(agent.stalled)
     if result.is_failed():
         exit_codes = agent.first_failures or {r: f.exitcode for r, f in result.failures.items()}
-        raise RunFailed(explain(exit_codes, rendezvous.store, nproc))
+        raise RunFailed(explain(exit_codes, rendezvous.store, nproc, last_words=last_words))
     return result.return_values

@@ -215,9 +215,10 @@ def test_unlike_rows_are_kept_apart_and_named_while_the_rest_compares(tmp_path, 
     base = derived(tmp_path, "a")
     new = derived(tmp_path, "b", lambda r: {"reduce_op": "max"} if r["op"] == "allreduce" else {})
     code, out, err = run(["compare", base, new, "--fail-on-regression"], capsys)
-    assert code == 0
+    assert code == 1  # a gap is no pass: the allreduce rows were not compared
     assert "4 same" in out  # allgather pairs; allreduce does not
     assert "allreduce gloo: reduce_op sum vs max (kept apart" in err
+    assert "kept apart, not compared" in err
 
 
 def test_a_partial_run_with_missing_sizes_fails_the_gate(tmp_path, capsys):

@@ -106,3 +106,152 @@ def test_an_agent_without_torchs_private_process_list_has_no_processes():
     assert local._processes(object()) == []
     holder = type("PC", (), {"_pc": type("Inner", (), {"processes": ["p"]})()})()
     assert local._processes(type("A", (), {"_pcontext": holder})()) == ["p"]
+
+
+# ---- the collective-name fallbacks ------------------------------------------------------------
+
+def old_gather(*args, **kwargs):
+    return "all_gather_into_tensor"
+
+
+def old_scatter(*args, **kwargs):
+    return "reduce_scatter_tensor"
+
+
+class Dist212:  # torch 2.4-2.12: only the old names
+    all_gather_into_tensor = staticmethod(old_gather)
+    reduce_scatter_tensor = staticmethod(old_scatter)
+
+
+class Dist213(Dist212):  # 2.13: the new names beside the old
+    all_gather_single = staticmethod(lambda *a, **k: "all_gather_single")
+    reduce_scatter_single = staticmethod(lambda *a, **k: "reduce_scatter_single")
+
+
+@pytest.mark.parametrize("fake, gather, scatter", [
+    (Dist212, "all_gather_into_tensor", "reduce_scatter_tensor"),
+    (Dist213, "all_gather_single", "reduce_scatter_single"),
+], ids=["2.12", "2.13"])
+def test_the_single_tensor_collectives_resolve_to_what_the_release_has(fake, gather, scatter):
+    assert compat.all_gather_single(fake)() == gather
+    assert compat.reduce_scatter_single(fake)() == scatter
+
+
+# ---- what the recorder reads off a c10d op -------------------------------------------------------
+
+class Group:
+    pass
+
+
+class Boxed:
+    """A TorchBind object standing for a group or a work."""
+
+
+def fake_dist(unbox=None, resolve=None, pg_names=None, work_unbox=None):
+    """A torch.distributed shaped as a release is: with or without ``unbox`` on ProcessGroup
+    and Work, with or without ``_resolve_process_group``."""
+    group_class = type("ProcessGroup", (Group,), {})
+    work_class = type("Work", (), {})
+    if unbox is not None:
+        group_class.unbox = staticmethod(unbox)
+    if work_unbox is not None:
+        work_class.unbox = staticmethod(work_unbox)
+    c10d = type("c10d", (), {"Work": work_class,
+                             "_world": type("World", (), {"pg_names": pg_names or {}})()})()
+    if resolve is not None:
+        c10d._resolve_process_group = resolve
+    return type("Dist", (), {"ProcessGroup": group_class, "distributed_c10d": c10d,
+                             "ReduceOp": dist.ReduceOp})()
+
+
+def test_unbox_group_takes_a_group_unboxes_a_torchbind_one_and_gives_up_quietly():
+    group = Group()
+    fake = fake_dist(unbox=lambda obj: group)
+    made = fake.ProcessGroup()
+    assert compat.unbox_group(fake, made) is made
+    assert compat.unbox_group(fake, Boxed()) is group
+
+    def refuses(obj):
+        raise RuntimeError("not a ProcessGroup")
+
+    assert compat.unbox_group(fake_dist(unbox=refuses), Boxed()) is None
+    assert compat.unbox_group(fake_dist(), Boxed()) is None  # a release without unbox
+    assert compat.unbox_group(type("NoGroups", (), {})(), Boxed()) is None
+
+
+def test_unbox_work_takes_a_work_unboxes_a_torchbind_one_and_gives_up_quietly():
+    work = object()
+    fake = fake_dist(work_unbox=lambda obj: work)
+    made = fake.distributed_c10d.Work()
+    assert compat.unbox_work(fake, made) is made
+    assert compat.unbox_work(fake, Boxed()) is work
+
+    def refuses(obj):
+        raise TypeError("not a Work")
+
+    assert compat.unbox_work(fake_dist(work_unbox=refuses), Boxed()) is None
+    assert compat.unbox_work(fake_dist(), Boxed()) is None
+    assert compat.unbox_work(type("NoC10d", (), {})(), Boxed()) is None
+
+
+def test_resolve_group_uses_torchs_resolver_where_it_exists():
+    group = Group()
+    fake = fake_dist(resolve=lambda name: group if name == "7" else None)
+    assert compat.resolve_group(fake, "7") is group
+    made = fake.ProcessGroup()
+    assert compat.resolve_group(fake, made) is made
+
+    def unknown(name):
+        raise ValueError(f"unknown group {name}")
+
+    assert compat.resolve_group(fake_dist(resolve=unknown), "8") is None
+
+
+def test_resolve_group_falls_back_to_the_group_names_without_a_resolver():
+    group = Group()
+    fake = fake_dist(pg_names={group: "3"})
+    assert compat.resolve_group(fake, "3") is group
+    assert compat.resolve_group(fake, "4") is None
+
+
+class Work:
+    def __init__(self, duration):
+        self._duration = duration
+
+    def _get_duration(self):
+        if isinstance(self._duration, Exception):
+            raise self._duration
+        return self._duration
+
+
+@pytest.mark.parametrize("work, expected", [
+    (Work(1.5), 1_500_000),
+    (Work(-1.0), None),  # NCCL's "not timed"
+    (Work(RuntimeError("TORCH_NCCL_ENABLE_TIMING is not set")), None),
+    (object(), None),  # a release or backend without _get_duration
+], ids=["timed", "negative", "refused", "absent"])
+def test_work_duration_is_read_where_the_backend_timed_the_call(work, expected):
+    assert compat.work_duration_ns(work) == expected
+
+
+class TorchBindOp:
+    def __init__(self, value):
+        self.value = value
+
+    def op(self):
+        if isinstance(self.value, Exception):
+            raise self.value
+        return self.value
+
+
+@pytest.mark.parametrize("obj, expected", [
+    (None, None),
+    ("AVG", "avg"),  # a functional collective's string
+    (TorchBindOp(int(dist.ReduceOp.RedOpType.MAX)), "max"),
+    (dist.ReduceOp.SUM, "sum"),
+    (TorchBindOp(99), "99"),  # a number this torch does not name
+    (TorchBindOp(RuntimeError("premul_sum has no op")), None),
+    (object(), None),
+], ids=["none", "string", "torchbind", "python", "unnamed", "refused", "foreign"])
+def test_reduce_op_names_every_form_a_c10d_op_hands_over(obj, expected):
+    assert compat.reduce_op_name(dist, obj) == expected
