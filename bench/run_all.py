@@ -14,6 +14,13 @@
                  ranks, a projection to 64 and 512 nodes (bench/locate.py)
 9. record        the recorder's cost on a DDP step (50M and 0.8M-parameter MLPs), and a
                  synchronous allreduce loop's replay against its recording (bench/record.py)
+10. replay_gaps  replay --gaps recorded against the recording's step span, DDP and an HF
+                 Trainer job (bench/replay_gaps.py)
+11. history      change points on synthetic series at this VM's run-to-run spread and at 3 %:
+                 false ones per 100 flat series, steps found, check's time (bench/history.py)
+12. per_call     the cost of --per-call (time ratio, bytes per call) (bench/per_call.py)
+13. stalls       start-up stalls per 1,000 starts of a 6-rank barrier run (bench/startup.py)
+14. locate_sim   the fleet simulator at 64/512/2,048 nodes x 8 (bench/locate_sim.py)
 
 Timings on a 2-core machine are noisy: pairs are alternated and medians of repeats reported.
 Writes bench.csv and bench.md under results/bench-<timestamp>/.
@@ -86,8 +93,9 @@ def fidelity(scratch: Path, pairs: int, seconds: float) -> list[dict]:
     the median over the pairs of commbench's over the loop's."""
     figures = []
     sizes = ",".join(str(v) for v in SIZES.values())
-    for op in ("allreduce", "allgather", "broadcast", "pingpong"):
-        command = ["p2p", "--pattern", "pingpong"] if op == "pingpong" else [op]
+    for op in ("allreduce", "allgather", "broadcast", "pingpong", "alltoallv"):
+        command = (["p2p", "--pattern", "pingpong"] if op == "pingpong" else
+                   ["alltoallv", "--routing", "uniform"] if op == "alltoallv" else [op])
         ours: dict[int, list[float]] = {}
         theirs: dict[int, list[float]] = {}
         for index in range(pairs):
@@ -397,6 +405,57 @@ def record_figures(scratch: Path) -> list[dict]:
     return figures(pairs=5)
 
 
+# ---- 10-14: the sections of this round's capabilities ------------------------------------------
+def replay_gaps_figures(scratch: Path) -> list[dict]:
+    from replay_gaps import figures
+
+    return figures(steps=12)
+
+
+def history_figures(scratch: Path) -> list[dict]:
+    """bench/history.py in its own process (12 real runs, then synthetic series)."""
+    out = scratch / "history.json"
+    subprocess.run([PYTHON, str(HERE / "history.py"), "--json", str(out)], check=True,
+                   cwd=HERE.parent)
+    found = json.loads(out.read_text())
+    rows = []
+    for name, label in (("real", "this VM's run-to-run spread"), ("gauss_3pct", "3 % noise")):
+        r = found[name]
+        rows += [
+            {"figure": f"history: false change points per 100 flat series, {label}",
+             "value": f"{r['false_per_100_flat']:.2f}", "target": "<= 1",
+             "met": r["false_per_100_flat"] <= 1},
+            {"figure": f"history: 1.25x step found within 3 runs, {label}",
+             "value": f"{r['step_1.25_last3']:.0f} %", "target": ">= 90 %",
+             "met": r["step_1.25_last3"] >= 90},
+            {"figure": f"history: 1.1x step within 3 runs / drift 2 %/run x 10, {label}",
+             "value": f"{r['step_1.1_last3']:.0f} % / {r['drift_2pct_x10']:.0f} %",
+             "target": "report", "met": None},
+        ]
+    timing = found["check_time"]
+    rows.append({"figure": f"history check, {timing['series']} series x {timing['runs']} runs",
+                 "value": f"{timing['check_cli_s']:.1f} s", "target": "report", "met": None})
+    return rows
+
+
+def per_call_figures(scratch: Path) -> list[dict]:
+    from per_call import figures
+
+    return figures(pairs=4, seconds=0.5, sizes="8,65536")
+
+
+def stall_figures(scratch: Path) -> list[dict]:
+    from startup import figures
+
+    return figures(300, lock=os.environ.get("COMMBENCH_BENCH_LOCK"))
+
+
+def locate_sim_figures(scratch: Path) -> list[dict]:
+    from locate_sim import figures
+
+    return figures()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=8, help="A/B launch pairs for fidelity "
@@ -404,7 +463,8 @@ def main(argv=None) -> int:
     parser.add_argument("--pairs", type=int, default=10, help="A/A pairs for the false rate")
     parser.add_argument("--seconds", type=float, default=0.4, help="timed seconds per size")
     parser.add_argument("--only", default="", help="comma list of sections: fidelity,sweep,"
-                        "unstable,startup,memory,ceilings,gate,mesh,locate,record")
+                        "unstable,startup,memory,ceilings,gate,mesh,locate,record,replay_gaps,"
+                        "history,per_call,stalls,locate_sim")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     sections = {
@@ -419,6 +479,11 @@ def main(argv=None) -> int:
         "mesh": lambda s: mesh(s, 3),
         "locate": locate_figures,
         "record": record_figures,
+        "replay_gaps": replay_gaps_figures,
+        "history": history_figures,
+        "per_call": per_call_figures,
+        "stalls": stall_figures,
+        "locate_sim": locate_sim_figures,
     }
     chosen = [s for s in args.only.split(",") if s] or list(sections)
     out = Path(args.out) / f"bench-{datetime.now():%Y%m%d-%H%M%S}"
