@@ -145,35 +145,10 @@ class Collective:
         """Raise UsageError for what this op cannot run (``spec``: the MeasureSpec), before
         any process starts; torch-free. The shared checks are config.validate's."""
 
-    def roles_text(self, spec: Any, world: int) -> str:
-        """What the ranks are, for a message about them ('' = all alike; ps: ', 2 workers
-        then 2 servers, and NCCL needs a GPU for every server too')."""
-        return ""
-
     def concurrent_messages(self, ctx: OpContext) -> int:
         """Transfers in flight side by side while one is timed, for a message rate (p2p
         mbw_mr: one per pair, as osu_mbw_mr counts); 0 = the row reports no rate."""
         return 0
-
-    def counters(self, ctx: OpContext) -> list[float]:
-        """Numbers this rank counted while it ran the size (ps: bytes it sent and received),
-        all-gathered after the check; every rank returns the same length ([] = none)."""
-        return []
-
-    def subgroups(self, world: int, options: tuple[tuple[str, Any], ...] = (),
-                  ) -> tuple[tuple[int, ...], ...]:
-        """Groups (global ranks) the op's calls need besides the one it runs in (ps: the W
-        workers of its allreduce baseline). The sweep makes them with the run's groups,
-        before anything is timed, every rank in the same order; a call reads one with
-        ``ctx.subgroup(ranks)``. () = none."""
-        return ()
-
-    def row_fields(self, ctx: OpContext, per_rank: Any, time_us: float = 0.0,
-                   ) -> dict[str, Any]:
-        """Extra row fields (schema.Row names) from every rank's ``counters`` (ranks x
-        numbers) and the row's time (its median, µs: for rates per step), or fields of the
-        row this variant names differently; {} = none."""
-        return {}
 
     def row_extras(self, ctx: OpContext, count: int) -> dict[str, Any]:
         """Extra row fields (schema.Row names) that follow from the size alone, not from

@@ -4,6 +4,7 @@ before any process starts (exit 2 for what cannot run)."""
 from __future__ import annotations
 
 from commbench import collectives
+from commbench.collectives import workload
 from commbench.core.errors import UsageError
 from commbench.specs.measure import MeasureSpec
 
@@ -45,7 +46,7 @@ def check_backends(spec: MeasureSpec, local_ranks: int, external: bool = False) 
             if count == 0:
                 raise UsageError(f"{backend} with CUDA buffers needs a GPU, and none is visible")
             if backend == "nccl" and local_ranks > count and not (external and count == 1):
-                roles = "".join(collectives.get(name).roles_text(spec, local_ranks)
+                roles = "".join(workload.roles_text(collectives.get(name), spec, local_ranks)
                                 for name in spec.ops)  # ps: its servers need GPUs too
                 raise UsageError(
                     f"{local_ranks} ranks on this node but only {count} GPU(s) are visible"

@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from commbench import collectives
+from commbench.collectives import workload
 from commbench.collectives.base import Collective, OpContext
 from commbench.core.dtypes import ITEMSIZE
 from commbench.core.sizes import format_size
@@ -154,7 +155,7 @@ class Sweep:
                 self.session.groups_for(backend, self.spec.device_for(backend), self.spec.mesh,
                                         dim)
         for backend, _, op, _, _ in plan(self.spec):  # the ops' own groups (ps: its workers)
-            for ranks in op.subgroups(self.session.world, self.spec.op_options):
+            for ranks in workload.subgroups(op, self.session.world, self.spec.op_options):
                 self.session.subgroup_for(backend, ranks)
         self.session.control.barrier()
         return time.perf_counter() - started
@@ -332,7 +333,7 @@ class Sweep:
         with self._diagnosed():
             wrong_per_rank = (self._check(op, ctx, size.bufs, timer, call) if spec.check
                               else np.zeros(session.world))
-            counted = op.counters(ctx)  # what the op counted (ps: bytes), from every rank
+            counted = workload.counters(op, ctx)  # what the op counted (ps: bytes), from every rank
             counted = session.control.gather(counted) if counted else None
         wrong = int(wrong_per_rank.sum())
         size.wall_s += time.perf_counter() - started
@@ -344,7 +345,7 @@ class Sweep:
         row = build_row(op, ctx, where, count, measurement, messages, wrong,
                         active=active, validation=validation)
         row.wall_s = round(size.wall_s, 4)
-        for name, value in op.row_fields(ctx, counted, row.lat_us_p50).items():
+        for name, value in workload.row_fields(op, ctx, counted, row.lat_us_p50).items():
             setattr(row, name, value)
         self.sink.row(row.to_dict())
         batch = call_batch(op, ctx, where, count, measurement) if spec.per_call else None

@@ -34,7 +34,6 @@ from commbench.collectives import data
 from commbench.collectives.allreduce import COLLECTIVE as ALLREDUCE
 from commbench.collectives.base import (
     Buffers,
-    Collective,
     Layout,
     OpContext,
     backend_of,
@@ -45,6 +44,7 @@ from commbench.collectives.ps import options as ps_options
 from commbench.collectives.ps import synchronous as ps_sync
 from commbench.collectives.ps.options import modes_of
 from commbench.collectives.ps.synchronous import Counted, partitions, shard_bounds
+from commbench.collectives.workload import Workload
 from commbench.core.dtypes import ITEMSIZE
 
 __all__ = ["COLLECTIVE", "Counted", "modes_of", "partitions", "shard_bounds", "traffic"]
@@ -97,7 +97,7 @@ def partition_elements(ctx: OpContext) -> int:
     return max(1, int(ctx.option("partition", 4 << 20)) // ITEMSIZE[ctx.dtype])
 
 
-class ParameterServer(Collective):
+class ParameterServer(Workload):
     name = "ps"
     summary = ("Time a sharded parameter server's gradient exchange (W workers, then --servers "
                "S servers), beside allreduce over the W workers.")

@@ -148,3 +148,19 @@ def test_broadcast_starts_non_roots_from_zero_so_a_no_op_fails():
     op, ctxs, bufs = simulate("broadcast", 2, root=1)
     assert op.wrong(ctxs[1], bufs[1]) == 0
     assert op.wrong(ctxs[0], bufs[0]) == bufs[0].recv.numel()
+
+
+def test_only_a_workload_carries_the_workload_hooks():
+    """Collective stays small (a name and its call's few functions); ps's extra hooks live on
+    collectives.workload.Workload, and the engine's helpers answer for plain ops."""
+    from commbench.collectives import workload
+
+    for hook in ("roles_text", "counters", "subgroups", "row_fields"):
+        assert not hasattr(collectives.get("allreduce"), hook), hook
+        assert hasattr(collectives.get("ps"), hook), hook
+    plain = collectives.get("allreduce")
+    assert workload.counters(plain, None) == [] and workload.subgroups(plain, 4) == ()
+    assert workload.row_fields(plain, None, None) == {} and \
+        workload.roles_text(plain, None, 4) == ""
+    assert [name for name, op in collectives.REGISTRY.items()
+            if isinstance(op, workload.Workload)] == ["ps"]
