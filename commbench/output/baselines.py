@@ -64,11 +64,51 @@ def side_by_side(records: list[dict]) -> list[tuple[str, list[list[str]]]]:
     return list(tables.items())
 
 
+# What an asynchronous run did besides its time (SPEC §10): steps per second over the workers,
+# the time a pull waited for its shard's version, the largest lag a push was accepted at
+# (against --staleness; unbounded reads "none") and the pushes the bound turned away.
+ASYNC_COLUMNS = [
+    Column("size", "B", width=7),
+    Column("backend", width=7, drop=2, left=True),
+    Column("steps", "per s", width=8),
+    Column("pull", "wait us", width=8),
+    Column("staleness", "max", width=9),
+    Column("bound", width=6),
+    Column("rejected", "pushes", width=8),
+]
+
+
+def async_figures(records: list[dict]) -> list[tuple[str, list[list[str]]]]:
+    """(title, rows of ASYNC_COLUMNS' cells) per op whose rows carry asynchronous figures."""
+    from commbench.output.console import size_text
+
+    def number(name: str, default: float = 0.0) -> float:
+        value = record.get(name, default)  # a frame's row lacks nothing but holds NaN
+        return default if value is None or value != value else float(value)
+
+    tables: dict[str, list[list[str]]] = {}
+    for record in records:
+        if number("steps_per_s") <= 0:
+            continue
+        bound = int(number("staleness_bound", -1))
+        title = (f"{op_label(record['op'], record.get('pattern'))}: asynchronous figures "
+                 f"({int(number('workers'))} workers)")
+        tables.setdefault(title, []).append([
+            size_text(record["size_bytes"]), str(record["backend"]),
+            f"{number('steps_per_s'):.1f}", f"{number('pull_wait_us'):.1f}",
+            str(int(number("max_staleness"))), "none" if bound < 0 else str(bound),
+            str(int(number("rejected_pushes")))])
+    return list(tables.items())
+
+
 def side_by_side_lines(records: list[dict], width: int | None = None) -> list[str]:
-    """The console's form: a title line and an aligned table per op with a baseline."""
+    """The console's form: a title line and an aligned table per op with a baseline, then the
+    asynchronous figures (they used to be in results.jsonl only)."""
     from commbench.output.tables import render
 
     lines: list[str] = []
     for title, rows in side_by_side(records):
         lines += ["", f"# {title}", *render(COLUMNS, rows, width)]
+    for title, rows in async_figures(records):
+        lines += ["", f"# {title}", *render(ASYNC_COLUMNS, rows, width)]
     return lines

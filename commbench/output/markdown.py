@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from commbench.core.stats import UNSTABLE_ADVICE
+from commbench.output.baselines import ASYNC_COLUMNS, async_figures, side_by_side
 from commbench.output.baselines import COLUMNS as BASELINE_COLUMNS
-from commbench.output.baselines import side_by_side
 from commbench.output.console import footer_lines, table_groups, unstable_notes
 from commbench.output.tables import headers_of
 
@@ -32,6 +32,8 @@ def summary_markdown(frame, title: str, meta: dict, slow: list[str] | None = Non
         parts += ["", f"## {group_title}", "", markdown_table(headers, rows)]
     for title, rows in side_by_side(frame.to_dict("records")):  # ps beside allreduce ...
         parts += ["", f"## {title}", "", markdown_table(headers_of(BASELINE_COLUMNS), rows)]
+    for title, rows in async_figures(frame.to_dict("records")):  # ps --mode async
+        parts += ["", f"## {title}", "", markdown_table(headers_of(ASYNC_COLUMNS), rows)]
     parts += ["", "```", *footer_lines(frame.to_dict("records")), "```"]
     if slow:
         parts += ["", "**Slow groups**:", ""] + [f"- {line}" for line in slow]

@@ -185,3 +185,27 @@ def test_a_size_missing_from_per_group_rows_is_named_once(tmp_path):
     missing = compare_runs(runs, "lat_us_p50", 0.05, None).missing
     assert len(missing) == 2, missing  # allreduce and allgather, each once
     assert all("lacks 1 of 4 sizes" in text for text in missing)
+
+
+def test_async_ps_figures_reach_the_table_and_summary_md():
+    """max_staleness, pull_wait_us, steps_per_s and rejected_pushes were in results.jsonl only
+    (issue 29 point 8); an unbounded run says 'none' rather than -1."""
+    from commbench.output.baselines import side_by_side_lines
+    from commbench.output.markdown import summary_markdown
+    from commbench.results import rows_frame
+
+    ps = dict(op="ps", pattern="async", workers=2, servers=1, group_size=3, beside="allreduce")
+    rows = [_row(**ps, steps_per_s=812.5, pull_wait_us=37.25, max_staleness=2,
+                 staleness_bound=2, rejected_pushes=3),
+            _row(**ps, size_bytes=4096, steps_per_s=400.0, pull_wait_us=5.0, max_staleness=7,
+                 staleness_bound=-1, rejected_pushes=0),
+            _row(op="allreduce", workers=2, group_size=2, size_bytes=1024),
+            _row(op="allreduce", workers=2, group_size=2, size_bytes=4096)]
+    console = "\n".join(side_by_side_lines(rows))
+    assert "# ps/async: asynchronous figures (2 workers)" in console
+    line_1k = next(line for line in console.splitlines() if "812.5" in line)
+    assert line_1k.split()[-4:] == ["37.2", "2", "2", "3"]  # pull wait, max, bound, rejected
+    line_4k = next(line for line in console.splitlines() if "400.0" in line)
+    assert line_4k.split()[-3:] == ["7", "none", "0"]
+    text = summary_markdown(rows_frame(rows), "ps-async", {"status": "complete"})
+    assert "## ps/async: asynchronous figures (2 workers)" in text and "812.5" in text
