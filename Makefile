@@ -16,12 +16,15 @@ run: $(STAMP)
 	$(BIN)/commbench allreduce
 
 # The import contracts (pyproject.toml [tool.importlinter]) and the manual's strict build run
-# with the tests, so a back-edge or a broken docs link fails CI like a failing test.
+# with the tests, so a back-edge or a broken docs link fails CI like a failing test. Unit tests
+# start no ranks and run on both cores; the multi-rank tests run one at a time (two at once on
+# two cores make each other's timings and start-up flaky).
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 tests/unit
+	$(BIN)/python -m pytest -q -p no:xdist --ignore=tests/unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -178,16 +178,18 @@ def test_both_places_in_one_launch_like_nccl_tests_two_column_groups(run_cli):
 def test_mbw_mr_pairs_each_rank_with_one_half_a_world_away_and_reports_a_rate(run_cli):
     """osu_mbw_mr's layout: rank r streams to r + n/2. A result moved on rank 2 is caught
     there (it receives from rank 0); under unidir's (0,1),(2,3) rank 2 only sends, so the
-    same fault finds nothing: the pairing is what the pattern says."""
-    args = ("p2p", "--nproc", "4", "--sizes", "1K", "--iters", "10", "--rounds", "1")
-    done, run_dir = run_cli(*args, "--pattern", "mbw_mr")
-    assert done.returncode == 0, done.stderr
-    (row,) = read_rows(run_dir)
-    assert row["pattern"] == "mbw_mr" and row["wrong"] == 0 and row["validation"] == "full"
-    assert row["msg_rate"] > 0
-    broken, run_dir = run_cli(*args, "--pattern", "mbw_mr", "--name", "mr-shift",
-                              env={"COMMBENCH_FAULT": "shift:2"})
-    assert broken.returncode == 1 and read_rows(run_dir)[0]["wrong"] > 0
-    other, run_dir = run_cli(*args, "--pattern", "unidir", "--name", "uni-shift",
-                             env={"COMMBENCH_FAULT": "shift:2"})
-    assert other.returncode == 0 and read_rows(run_dir)[0]["msg_rate"] == 0
+    same fault finds nothing: the pairing is what the pattern says. One launch: the fault is
+    bound to the second size, the first is the clean control of each pattern."""
+    done, run_dir = run_cli("p2p", "--pattern", "mbw_mr,unidir", "--nproc", "4", "--sizes",
+                            "1K,4K", "--iters", "10", "--rounds", "1",
+                            env={"COMMBENCH_FAULT": "shift:2:*:4096"})
+    assert done.returncode == 1, done.stderr[-3000:]
+    rows = {(r["pattern"], r["size_bytes"]): r for r in read_rows(run_dir)}
+    assert sorted(rows) == [("mbw_mr", 1024), ("mbw_mr", 4096), ("unidir", 1024),
+                            ("unidir", 4096)]
+    assert all(r["validation"] == "full" for r in rows.values())
+    clean = rows[("mbw_mr", 1024)]
+    assert clean["wrong"] == 0 and clean["msg_rate"] > 0
+    assert rows[("mbw_mr", 4096)]["wrong"] > 0  # rank 2 receives in mbw_mr
+    assert [rows[("unidir", s)]["wrong"] for s in (1024, 4096)] == [0, 0]  # rank 2 only sends
+    assert rows[("unidir", 1024)]["msg_rate"] == 0  # a rate is mbw_mr's alone

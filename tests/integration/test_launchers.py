@@ -30,12 +30,15 @@ def clean_env(**extra):
 ARGS = ["allreduce", "--sizes", "8,1K", "--iters", "4", "--json"]
 
 
-def test_two_torchrun_agents_form_one_four_rank_run(tmp_path):
+def test_two_torchrun_agents_form_one_four_rank_run_tp_inside_dp_across(tmp_path):
+    """Two agents form one 4-rank run (one launch checks both things): rank 0 alone writes the
+    folder and prints rows. torchrun's GROUP_RANK tells the agents apart on one host: tp
+    groups (ranks 0,1 and 2,3) stay on one agent, dp groups (0,2 and 1,3) cross them."""
     port = free_port()
     command = [str(BIN / "torchrun"), "--nnodes", "2", "--nproc-per-node", "2",
                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
                "--rdzv-id", "commbench-test", "-m", "commbench", *ARGS,
-               "--out", str(tmp_path), "--name", "two-nodes"]
+               "--mesh", "dp=2,tp=2", "--dim", "all", "--out", str(tmp_path), "--name", "two-nodes"]
     agents = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=clean_env()) for _ in range(2)]
     outputs = [agent.communicate(timeout=120) for agent in agents]
@@ -45,27 +48,12 @@ def test_two_torchrun_agents_form_one_four_rank_run(tmp_path):
     assert (meta["launcher"], meta["world_size"], meta["nnodes"]) == ("torchrun", 4, 2)
     assert meta["hosts"] == [socket.gethostname()]
     rows = read_rows(tmp_path / "two-nodes")
-    assert [(r["world_size"], r["nnodes"], r["wrong"]) for r in rows] == [(4, 2, 0)] * 2
-    json_lines = [line for out, _ in outputs for line in out.splitlines() if line.startswith("{")]
-    assert len(json_lines) == 2  # only rank 0 prints rows
-
-
-def test_two_agents_are_two_nodes_tp_inside_dp_across(tmp_path):
-    """torchrun's GROUP_RANK tells the agents apart on one host: tp groups (ranks 0,1 and 2,3)
-    stay on one agent, dp groups (0,2 and 1,3) cross them."""
-    port = free_port()
-    command = [str(BIN / "torchrun"), "--nnodes", "2", "--nproc-per-node", "2",
-               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
-               "--rdzv-id", "commbench-mesh", "-m", "commbench", "allreduce", "--sizes", "1K",
-               "--iters", "4", "--json", "--mesh", "dp=2,tp=2", "--dim", "all",
-               "--out", str(tmp_path), "--name", "mesh"]
-    agents = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=clean_env()) for _ in range(2)]
-    outputs = [agent.communicate(timeout=120) for agent in agents]
-    assert [a.returncode for a in agents] == [0, 0], outputs
-    rows = read_rows(tmp_path / "mesh")
+    assert sorted((r["dim"], r["size_bytes"]) for r in rows) == [
+        ("dp", 8), ("dp", 1024), ("tp", 8), ("tp", 1024)]
+    assert [(r["world_size"], r["nnodes"], r["wrong"]) for r in rows] == [(4, 2, 0)] * 4
     assert {r["dim"]: r["span"] for r in rows} == {"tp": "intra-node", "dp": "inter-node"}
-    assert {r["nnodes"] for r in rows} == {2} and {r["wrong"] for r in rows} == {0}
+    json_lines = [line for out, _ in outputs for line in out.splitlines() if line.startswith("{")]
+    assert len(json_lines) == len(rows)  # only rank 0 prints rows
 
 
 def test_nproc_under_a_launcher_is_refused(tmp_path):

@@ -58,22 +58,32 @@ def test_every_op_on_every_dimension_is_checked_and_faults_are_caught(tmp_path):
                                                                      row["iters"])}
 
 
-def group_ranks(done) -> dict:
+def group_ranks(done, dim=None) -> dict:
     rows = json_rows(done)
     assert done.returncode == 0, done.stderr[-2000:]
-    return {r["group"]: r["group_ranks"] for r in rows if r["group"] is not None}
+    return {r["group"]: r["group_ranks"] for r in rows
+            if r["group"] is not None and dim in (None, r["dim"])}
+
+
+SPLIT_ARGS = ["allreduce", "--sizes", "64", "-n", "2", "-w", "0", "--nproc", "4", "--per-group",
+              "--json", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def mesh_done(tmp_path_factory):
+    """The mesh the splits must equal, both of its dimensions in one launch."""
+    done, _ = commbench([*SPLIT_ARGS, "--mesh", "mod=2,div=2", "--dim", "all"],
+                        tmp_path_factory.mktemp("mesh"))
+    return done
 
 
 @pytest.mark.parametrize(("split", "dim", "expected"),
                          [("mod:2", "mod", {0: "0,2", 1: "1,3"}),
                           ("div:2", "div", {0: "0,1", 1: "2,3"}),
                           ("and:0x1", "mod", {0: "0,2", 1: "1,3"})])
-def test_split_communicators_are_the_matching_mesh(tmp_path, split, dim, expected):
-    args = ["allreduce", "--sizes", "64", "-n", "2", "-w", "0", "--nproc", "4", "--per-group",
-            "--json", "--quiet"]
-    split_done, _ = commbench([*args, "--split", split], tmp_path / "split")
-    mesh_done, _ = commbench([*args, "--mesh", "mod=2,div=2", "--dim", dim], tmp_path / "mesh")
-    assert group_ranks(split_done) == group_ranks(mesh_done) == expected
+def test_split_communicators_are_the_matching_mesh(tmp_path, mesh_done, split, dim, expected):
+    split_done, _ = commbench([*SPLIT_ARGS, "--split", split], tmp_path / "split")
+    assert group_ranks(split_done) == group_ranks(mesh_done, dim) == expected
     (row,) = [r for r in json_rows(split_done) if r["group"] is None]
     assert (row["mesh"], row["dim"]) == ("mod=2,div=2", dim)
 

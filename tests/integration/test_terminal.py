@@ -63,20 +63,13 @@ def test_the_live_table_fits_and_keeps_every_digit(tmp_path, columns):
     # The progress bar counted visits (rich draws it as done/total before it clears it):
     # -n 3 over the default 5 rounds is 3 visits a size (a block each).
     assert any(re.search(rf"\b[1-9]\d*/{len(rows) * 3}\b", line) for line in lines)
+    # Rows are printed with markup off while the bar re-renders inside that print: a column
+    # given as a markup string then showed its tag raw ('[progress.description]allreduce ...').
+    assert not [line for line in lines if "[progress." in line]
     header = next(line for line in lines if line.strip().startswith("size"))
     if columns == 60:
         assert "count" not in header and "type" not in header  # the low-value columns went
         assert "busbw" in header and "#wrong" in header and "time" in header
-
-
-def test_the_progress_bar_shows_no_style_tag(tmp_path):
-    """Rows are printed with markup off while the bar re-renders inside that print: a column
-    given as a markup string then shows its tag raw ('[progress.description]allreduce ...')."""
-    code, lines = on_terminal(["allreduce", "--sizes", "8,1K,64K", "--backend", "gloo",
-                               "-n", "3", "--name", "bar"], 80, tmp_path)
-    assert code == 0, "\n".join(lines)
-    assert any(re.search(r"\b[1-9]/9\b", line) for line in lines)  # drawn: 3 sizes x 3 visits
-    assert not [line for line in lines if "[progress." in line]
 
 
 def test_a_reader_that_leaves_early_is_not_a_failure(tmp_path):

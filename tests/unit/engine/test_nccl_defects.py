@@ -273,8 +273,15 @@ def test_the_check_expects_what_nccl_computes_for_a_float_average(dtype):
         count = world * 5
         scale = nccl_scale(dtype, world)
         terms = [x * scale for x in rank_inputs(op, world, dtype, "nccl", count)]
+        # Every rank checks the result of every order; orders that give the same bits (most
+        # do) are checked once: the check of identical bits is the same check (4x faster).
+        results: list = []
         for order in orders(world):
-            wrong, status = wrong_in(op, world, dtype, "nccl", count, summed(terms, order))
+            result = summed(terms, order)
+            if not any(torch.equal(result, seen) for seen, _ in results):
+                results.append((result, order))
+        for result, order in results:
+            wrong, status = wrong_in(op, world, dtype, "nccl", count, result)
             assert wrong == 0, (dtype, world, order if order == "tree" else order[0], status)
             assert status == "full" or status.startswith(("partial: ", "off: ")), status
 
