@@ -106,12 +106,16 @@ def measure(rounds, slow: dict, noise, rng, latency_too: bool = True):
 
 
 def verdicts(n: int, slow: dict, noise, rng, latency_too=True, confirm=3) -> set:
-    main = measure(locate.circle_rounds(n), slow, noise, rng, latency_too)
-    found = locate.attribute(n, main)
-    again = measure(locate.confirmation_rounds(n, found, confirm, 1000), slow, noise, rng,
-                    latency_too)
-    judged = locate.confirm_suspects(found, main + again, [str(e) for e in range(n)], 0.10)
-    return {s.entities for s in judged if s.verdict.startswith("bad")}
+    """The decision as the ranks run it (locate.confirmation.locate_offline), defaults as
+    the command's."""
+    from commbench.locate import confirmation
+    from commbench.specs.locate import LocateSpec
+
+    spec = LocateSpec(confirm=confirm)
+    _, judged = confirmation.locate_offline(
+        n, locate.circle_rounds(n), lambda rounds: measure(rounds, slow, noise, rng, latency_too),
+        "gpu", spec.min_effect, spec.confirm, spec.follow_ups)
+    return {s.entities for s in judged.suspects if s.verdict.startswith("bad")}
 
 
 def rates(n: int, noise, fleets: int, seed: int = 0,

@@ -25,11 +25,13 @@ def register(app: typer.Typer) -> None:
                                   "-s", help="SMALL,LARGE: latency at the "
                                   "small size, busbw (bidirectional p2p) at the large one."),
         confirm: int = typer.Option(
-            DEFAULTS.confirm, "--confirm", help="Known-good partners each suspect is retested "
-            "against (a link: retests of the pair)."),
+            DEFAULTS.confirm, "--confirm", help="Retests of each candidate per batch: known-good "
+            "partners (a link: its pair again); batches until the pooled evidence settles."),
         min_effect: str = typer.Option(
-            f"{DEFAULTS.min_effect:.0%}", "--min-effect", help="A suspect is at least this much "
-            "slower than the fleet median (and 3.5 robust z)."),
+            f"busbw={DEFAULTS.min_effect.busbw:.0%},lat={DEFAULTS.min_effect.lat:.0%}",
+            "--min-effect", help="A candidate is at least this much slower than the fleet "
+            "median, and bad when its pooled effect is too (with 3.5 z): one share (10%) or "
+            "per metric (busbw=30%,lat=30%)."),
         nproc: Optional[int] = typer.Option(  # noqa: UP045
             None, "--nproc", help="Local ranks to start (default: one per GPU, else 4; not "
             "under a launcher)."),

@@ -38,7 +38,7 @@ from commbench.results.locate import (
     PairSink,
     read_pairs,
 )
-from commbench.specs.locate import LEVELS, LocateOutput, LocateSpec
+from commbench.specs.locate import LEVELS, LocateOutput, LocateSpec, MinEffect
 
 NOT_MEASURED = "not measured"  # an entity no completed pair measured (entities.csv)
 
@@ -69,13 +69,34 @@ def parse_sizes(text: str) -> tuple[int, int]:
     return small, large
 
 
-def parse_effect(text: str) -> float:
-    """10% or 0.1."""
-    raw = text.strip()
+def parse_effect(text: str, default: MinEffect | None = None) -> MinEffect:
+    """--min-effect: 10% or 0.1 (both metrics), or busbw=30%,lat=30% (either may be left out:
+    it keeps its default)."""
+    found = dataclasses.asdict(default or MinEffect())
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise UsageError(f"bad --min-effect {text!r}: a share such as 10% or 0.1, or "
+                         "busbw=30%,lat=30%")
+    for part in parts:
+        metric, _, raw = part.rpartition("=")
+        metric = metric.strip().lower()
+        if metric not in ("", "busbw", "lat", "latency") or (metric == "" and len(parts) > 1):
+            raise UsageError(f"bad --min-effect {text!r}: a share such as 10% or 0.1, or "
+                             "busbw=30%,lat=30%")
+        value = _share(raw, text)
+        for key in (("busbw", "lat") if metric == "" else ("lat",) if metric.startswith("lat")
+                    else ("busbw",)):
+            found[key] = value
+    return MinEffect(**found)
+
+
+def _share(raw: str, text: str) -> float:
+    raw = raw.strip()
     try:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise UsageError(f"bad --min-effect {text!r}: a share such as 10% or 0.1") from None
+        raise UsageError(f"bad --min-effect {text!r}: a share such as 10% or 0.1, or "
+                         "busbw=30%,lat=30%") from None
     if not 0 <= value < 10:
         raise UsageError(f"bad --min-effect {text!r}: between 0% and 1000%")
     return value
@@ -97,17 +118,17 @@ def plan_rounds(spec: LocateSpec, hosts: list[dict]) -> tuple[list[dict], list]:
 
 
 def follow_up(spec: LocateSpec, found: list[dict], records: list[dict]) -> list:
-    """The confirmation rounds of what the main rounds point at."""
-    from commbench.locate import attribution as locate
-    from commbench.locate import fleet
+    """The next batch of retests of the candidates whose pooled evidence has not settled
+    (none: all settled); the ranks call it until it returns none, ``spec.follow_ups`` times
+    at most."""
+    from commbench.locate import confirmation, fleet
 
     entities = [_entity(e) for e in found]
     if not entities:
         return []
     pairs = [pair_result(r) for r in records]
-    attribution = locate.attribute(len(entities), pairs, entities[0].kind, spec.min_effect)
-    first = max((p.round for p in pairs), default=-1) + 1
-    rounds = locate.confirmation_rounds(len(entities), attribution, spec.confirm, first)
+    rounds = confirmation.next_rounds(len(entities), pairs, entities[0].kind, spec.min_effect,
+                                      spec.confirm)
     return fleet.rank_rounds(entities[0].kind, entities, rounds)
 
 
@@ -184,6 +205,7 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
                     plan=functools.partial(plan_rounds, spec),
                     follow_up=functools.partial(follow_up, spec),
                     verdict=functools.partial(verdict_code, spec), window=large_window,
+                    follow_ups=spec.follow_ups,
                     config=asdict(spec))
     if env is not None and env.rank != 0:  # every rank exits as rank 0 will
         return int(_run_external(env, job, None))
@@ -306,7 +328,7 @@ def finish(path: Path, spec: LocateSpec, output: LocateOutput, error: str,
     head = {"entities": len(found), "level": found[0].kind if found else spec.level or "gpu",
             "pairs": view["main_pairs"], "rounds": view["rounds"],
             "confirm_rounds": view["confirm_rounds"], "large": format_size(spec.large),
-            "small": format_size(spec.small), "min_effect": spec.min_effect,
+            "small": format_size(spec.small), "min_effect": spec.min_effect.words(),
             "z_limit": Z_LIMIT, "backend": backend, "status": status,
             "measured_pairs": view["measured_pairs"]}
     meta.update(status=status, error=error or None, end_time=results.now(),
@@ -339,12 +361,15 @@ def _json_suspect(s: dict) -> dict:
 
     return {"kind": s["kind"], "entity": s["entity"], "ranks": s["ranks"], "hosts": s["hosts"],
             "busbw_ratio": number(s["busbw_ratio"]), "lat_ratio": number(s["lat_ratio"]),
-            "evidence": s["evidence"], "confirmed": s["confirmed"], "verdict": s["verdict"]}
+            "evidence": s["evidence"], "confirmed": s["confirmed"], "verdict": s["verdict"],
+            "metric": s.get("metric"), "interval": [number(v) for v in s.get("interval", [])],
+            "measurements": s.get("measurements"), "z": number(s.get("pooled_z"))}
 
 
 def findings(found: list, records: list[dict], spec: LocateSpec) -> dict:
     """The attribution of the pairs measured, as plain rows for the files and the console."""
     from commbench.locate import attribution as locate
+    from commbench.locate import confirmation
 
     n = len(found)
     pairs = [pair_result(r) for r in records]
@@ -357,13 +382,15 @@ def findings(found: list, records: list[dict], spec: LocateSpec) -> dict:
     if n < 2 or not main:
         return dict(empty, entities=[_unmeasured_row(e) for e in found])
     kind = found[0].kind
-    attribution = locate.attribute(n, pairs, kind, spec.min_effect)
-    judged = locate.confirm_suspects(attribution, pairs, names, spec.min_effect)
+    decided = confirmation.judge(n, pairs, kind, spec.min_effect, names, spec.confirm)
+    attribution = decided.attribution
+    # A candidate whose pooled evidence came out ok is no suspect (its entity row says ok).
+    judged = [s for s in decided.suspects if s.verdict != "ok" or s.kind != "link"]
     judged += locate.hung_suspects(pairs, names)
     judged += locate.wrong_suspects(n, pairs, names, kind)
     rows = [_suspect_row(s, found) for s in judged]
     view = dict(empty, attribution=attribution)
-    view["suspects"] = [r for r in rows if r["verdict"] != "transient"]
+    view["suspects"] = [r for r in rows if r["verdict"] not in ("transient", "ok")]
     view["transient"] = [r for r in rows if r["verdict"] == "transient"]
     view["entities"] = _entity_rows(found, attribution, judged)
     return view
@@ -377,7 +404,20 @@ def _suspect_row(s, found: list) -> dict:
             "hosts": list(dict.fromkeys(h for e in ends for h in e.hosts)),
             "busbw_ratio": s.busbw_ratio, "lat_ratio": s.lat_ratio,
             "evidence": s.evidence, "confirmed": f"{s.confirmed[0]}/{s.confirmed[1]}",
-            "verdict": s.verdict, "z": s.z}
+            "verdict": s.verdict, "z": s.z, "metric": s.metric,
+            "pooled_z": s.pooled_z, "measurements": s.measurements,
+            "interval": _ratio_interval(s)}
+
+
+def _ratio_interval(s) -> list[float]:
+    """The pooled effect's 95 % interval as ratios to the fleet median, in the metric's own
+    direction (busbw and speed: < 1 slower; latency: > 1 slower), low to high."""
+    low, high = s.interval
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return [math.nan, math.nan]
+    if s.metric == "lat":
+        return [math.exp(-high), math.exp(-low)]
+    return [math.exp(low), math.exp(high)]
 
 
 def _entity_rows(found: list, attribution, judged) -> list[dict]:

@@ -2,7 +2,8 @@
 
 The engine does not choose who meets whom nor judge the results: rank 0 calls the command's
 ``plan`` (host facts -> entities and rounds) and, after the main rounds, its ``follow_up``
-(the pairs measured so far -> confirmation rounds); both answers are sent to every rank. A
+(the pairs measured so far -> the next batch of retests, until it returns none or
+``follow_ups`` batches ran); every answer is sent to every rank. A
 round's pairs all run at the same time (a barrier starts them), each a bidirectional exchange
 through the p2p descriptor, timed call by call, then checked element by element; the ranks'
 numbers are gathered once the round is over and rank 0 hands one record per meeting to its
@@ -33,8 +34,8 @@ from commbench.engine.timers import HostTimer
 @dataclass(frozen=True)
 class LocateJob:
     """What every rank needs. ``plan(hosts)`` returns (entities as dicts, rank rounds);
-    ``follow_up(records)`` returns the confirmation rounds; ``verdict(found, records)`` the run's
-    exit code (all three are called on rank 0, their answers shared)."""
+    ``follow_up(records)`` the next batch of retests (none: done); ``verdict(found,
+    records)`` the run's exit code (all three are called on rank 0, their answers shared)."""
 
     op: Collective  # the bidirectional exchange's descriptor
     pattern: str
@@ -46,6 +47,7 @@ class LocateJob:
     plan: Callable
     follow_up: Callable
     verdict: Callable | None = None
+    follow_ups: int = 3  # batches of retests at most (follow_up is called until it says none)
     window: int = 8  # messages in flight each way at the large size
     # 100 calls at the large size: on the 2-core VM, 6 ranks, 256K, the attribution's pair
     # noise (its fastest decile) read 0.15 median over 7 clean runs with 100 and 0.40 with 30
@@ -83,11 +85,16 @@ def run_locate_rank(env, job: LocateJob, sink=None) -> int:
         _planned(this.sink, rounds)
         for round_ in rounds:
             runner.run(round_)
-        more = _shared(session, lambda: job.follow_up(found, runner.records))
-        _planned(this.sink, more)
-        runner.groups(more)
-        for round_ in more:
-            runner.run(round_)
+        # Retests in batches until the candidates' pooled evidence settles (follow_up returns
+        # nothing) or the cap: every batch is a round trip through rank 0's decision.
+        for _ in range(job.follow_ups):
+            more = _shared(session, lambda: job.follow_up(found, runner.records))
+            if not more:
+                break
+            _planned(this.sink, more)
+            runner.groups(more)
+            for round_ in more:
+                runner.run(round_)
         return int(_shared(session, lambda: job.verdict(found, runner.records))
                    if job.verdict is not None else 0)
 

@@ -55,8 +55,13 @@ def headline(suspects: Sequence[dict], transient: Sequence[dict], head: dict) ->
     if transient:
         return (f"no confirmed suspect{scope}; {len(transient)} transient (slow in the matrix, "
                 "did not reproduce on retest)")
-    return (f"no suspect{scope}: no entity or link both {head['min_effect']:.0%} slower and "
-            f"{head['z_limit']:g} robust z below the fleet")
+    return (f"no suspect{scope}: no entity or link at least {_share(head['min_effect'])} "
+            f"slower and {head['z_limit']:g} z below the fleet on its pooled evidence")
+
+
+def _share(value) -> str:
+    """--min-effect as the command quoted it (per metric), or a plain share."""
+    return f"{value:.0%}" if isinstance(value, float) else str(value)
 
 
 def summary_markdown(suspects: Sequence[dict], transient: Sequence[dict], head: dict,
@@ -70,9 +75,11 @@ def summary_markdown(suspects: Sequence[dict], transient: Sequence[dict], head: 
              f"busbw: bidirectional p2p at {head['large']}, latency: at {head['small']}; "
              f"torch {versions.get('torch', '?')}, status **{meta.get('status', '?')}**.",
              "",
-             f"A suspect is more than {head['z_limit']:g} robust z (MAD) below the fleet and at "
-             f"least {head['min_effect']:.0%} slower; it is called bad when its retest against "
-             "known-good partners reproduces it.", ""]
+             f"Every entity or link at least {_share(head['min_effect'])} slower than the fleet "
+             "in the matrix is a candidate; candidates are retested (known-good partners, a "
+             "link its own pair) until their pooled evidence settles, and called bad when the "
+             f"pooled effect is at least that and {head['z_limit']:g} z beyond this run's "
+             "noise.", ""]
     if meta.get("error"):
         parts += [f"> error: {meta['error']}", ""]
     if suspects:

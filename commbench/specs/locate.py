@@ -8,6 +8,29 @@ LEVELS = ("gpu", "node", "rail")
 
 
 @dataclass(frozen=True)
+class MinEffect:
+    """How much slower than the fleet an entity or link must be, per metric, before it is a
+    candidate and before it can be bad (SPEC §8). Separate because the two metrics' noise is
+    not alike (docs/project/accuracy.md, "locate: min-effect"): BUSBW_DEFAULT and LAT_DEFAULT
+    say where each default comes from."""
+
+    busbw: float = 0.30
+    lat: float = 0.30
+
+    def of(self, metric: str) -> float:
+        """The share for ``metric``; ``both`` (the mean of the two log speeds) takes the
+        smaller: a slowdown of that share in both metrics moves their mean by as much."""
+        if metric == "both":
+            return min(self.busbw, self.lat)
+        return self.busbw if metric == "busbw" else self.lat
+
+    def words(self) -> str:
+        if self.busbw == self.lat:
+            return f"{self.busbw:.0%}"
+        return f"{self.busbw:.0%} (busbw) / {self.lat:.0%} (latency)"
+
+
+@dataclass(frozen=True)
 class LocateSpec:
     """locate's options, every default stated once."""
 
@@ -15,8 +38,9 @@ class LocateSpec:
     rounds: str = "full"  # full | quick | K
     small: int = 8  # bytes: latency
     large: int = 64 << 20  # bytes: bandwidth
-    confirm: int = 3
-    min_effect: float = 0.10
+    confirm: int = 3  # retests of a candidate a batch (known-good partners; a link: its pair)
+    min_effect: MinEffect = MinEffect()
+    follow_ups: int = 3  # batches of retests at most, until the pooled evidence settles
     nproc: int | None = None
     timeout: float = 300.0
     backend: str = "auto"

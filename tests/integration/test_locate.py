@@ -10,6 +10,7 @@ no partners to vote with): at the small size as well they would add the sleep to
 
 import csv
 import json
+import re
 import socket
 import subprocess
 
@@ -56,10 +57,13 @@ def test_a_slow_rank_is_named_alone(tmp_path):
     assert done.returncode == 1, summary
     assert bad(summary) == [("gpu", [3])], summary
     (suspect,) = [s for s in summary["suspects"] if s["verdict"] == "bad gpu"]
-    assert suspect["evidence"].startswith("rank 3: ") and "slow with 5/5 partners" in \
-        suspect["evidence"]
+    # the pooled evidence: 5 partners in the matrix and at least 3 retests, far beyond 3.5 z
+    assert re.match(r"rank 3: \d\.\d\dx \[\d\.\d\d-\d\.\d\d\] the fleet median \w+ .*over "
+                    r"\d+ exchanges \(5 in the matrix, \d+ retests", suspect["evidence"]), suspect
+    assert suspect["busbw_ratio"] < 0.5 and suspect["z"] <= -3.5  # 10 ms on a ~1 ms call
+    assert suspect["measurements"] >= 8 and suspect["interval"][1] < 0.6
     slow_again, retests = map(int, suspect["confirmed"].split("/"))
-    assert retests == 3 and slow_again >= 2
+    assert retests >= 3 and slow_again >= 2
     assert summary["entities"] == 6 and summary["pairs"] == 15 and summary["rounds"] == 5
     rows = entities(run)
     assert rows["rank 3"]["verdict"] == "bad gpu"
@@ -89,6 +93,9 @@ def test_a_slow_link_is_named_and_neither_end(tmp_path):
     assert rows["rank 1"]["verdict"] in ("ok", "transient")
     assert rows["rank 3"]["verdict"] in ("ok", "transient")
     assert rows["rank 1 - rank 3"]["verdict"] == "bad link"
+    (link,) = [s for s in summary["suspects"] if s["verdict"] == "bad link"]
+    assert "1 in the matrix" in link["evidence"] and link["measurements"] >= 4
+    assert link["busbw_ratio"] < 0.5 and link["z"] <= -3.5
 
 
 def test_a_flaky_rank_is_transient(tmp_path):
@@ -100,6 +107,7 @@ def test_a_flaky_rank_is_transient(tmp_path):
     assert bad(summary) == [], summary
     (flaky,) = [s for s in summary["transient"] if s["ranks"] == [3]]
     assert flaky["verdict"] == "transient" and flaky["confirmed"] == "1/3", flaky
+    assert "3 retests, slow again 1/3" in flaky["evidence"]
     assert flaky["evidence"].startswith("rank 3: ")
     assert entities(run)["rank 3"]["verdict"] == "transient"
     assert (run / "bad-hosts.txt").read_text() == ""

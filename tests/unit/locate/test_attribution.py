@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from commbench.locate import attribution as locate
+from commbench.locate import confirmation
 from commbench.locate.attribution import PairResult
+from commbench.specs.locate import MinEffect
 
 # ---- the schedule -----------------------------------------------------------------------------
 
@@ -85,14 +87,40 @@ def fleet(n, slow=None, links=None, congested=None, noise=0.03, seed=0, rounds=N
     return out
 
 
-def run(n, slow=None, links=None, congested=None, noise=0.03, seed=0, confirm=3):
-    """Attribute, retest on the same synthetic fleet, decide: the whole pipeline."""
-    main = fleet(n, slow, links, congested, noise, seed)
-    found = locate.attribute(n, main)
-    rounds = locate.confirmation_rounds(n, found, confirm, first_index=100)
-    again = fleet(n, slow, links, None, noise, seed + 1, rounds=rounds)
+def run(n, slow=None, links=None, congested=None, noise=0.03, seed=0, confirm=3,
+        min_effect=None, later=None):
+    """The whole decision on a synthetic fleet, as the ranks run it: the matrix, batches of
+    retests until the evidence settles (fresh noise each batch), verdicts. ``later``: the
+    slow entities from the first retest on (default: as in the matrix)."""
+    return offline(n, slow, links, congested, noise, seed, confirm, min_effect, later)[1].suspects
+
+
+def offline(n, slow=None, links=None, congested=None, noise=0.03, seed=0, confirm=3,
+            min_effect=None, later=None):
+    batches = iter(range(1000))
+
+    def measure(rounds):
+        batch = next(batches)
+        now = slow if batch == 0 or later is None else later
+        return fleet(n, now, links, congested if batch == 0 else None, noise,
+                     seed + 101 * batch, rounds=rounds)
+
     names = [f"rank {e}" for e in range(n)]
-    return locate.confirm_suspects(found, main + again, names, 0.10)
+    return confirmation.locate_offline(n, locate.circle_rounds(n), measure, "gpu",
+                                       MinEffect() if min_effect is None else min_effect,
+                                       confirm, 3, names)
+
+
+def measured(n, slow=None, seed=0, main=None):
+    """(main pairs, retests) of a synthetic fleet, the retests asked for by the decision."""
+    main = fleet(n, slow=slow, seed=seed) if main is None else main
+    pairs = list(main)
+    for batch in range(3):
+        more = confirmation.next_rounds(n, pairs, "gpu", MinEffect(), 3)
+        if not more:
+            break
+        pairs += fleet(n, slow=slow, seed=seed + 5 + batch, rounds=more)
+    return main, pairs[len(main):]
 
 
 def bad(suspects):
@@ -103,8 +131,11 @@ def test_one_bad_entity_named_alone_with_evidence():
     suspects = run(8, slow={3: 0.5})
     assert bad(suspects) == [("gpu", (3,))]
     only = suspects[0]
-    assert only.evidence.startswith("rank 3: 0.5")
-    assert "slow with 7/7 partners, confirmed 3/3" in only.evidence
+    assert only.verdict == "bad gpu" and only.confirmed == (3, 3)
+    assert abs(only.busbw_ratio - 0.5) < 0.03
+    # the pooled effect, its interval and what it pools: 7 partners and 3 retests
+    assert only.evidence.startswith("rank 3: 0.50x [0.")
+    assert "over 10 exchanges (7 in the matrix, 3 retests, slow again 3/3)" in only.evidence
 
 
 def test_two_bad_entities_paired_together():
@@ -115,7 +146,9 @@ def test_two_bad_entities_paired_together():
 def test_bad_link_between_good_ends():
     suspects = run(6, links={(1, 3): 0.5})
     assert bad(suspects) == [("link", (1, 3))]
-    assert "both ends are normal" in suspects[0].evidence
+    (link,) = [s for s in suspects if s.verdict == "bad link"]
+    assert "over 4 exchanges (1 in the matrix, 3 retests" in link.evidence
+    assert link.evidence.endswith("both ends normal with their other partners")
 
 
 def test_bad_entity_plus_bad_link():
@@ -142,8 +175,10 @@ def test_clean_fleet_names_nobody(seed):
 
 
 def test_clean_fleets_rarely_even_have_a_candidate():
-    flagged = sum(bool(locate.attribute(8, fleet(8, seed=s, noise=0.05)).suspects)
-                  for s in range(100))
+    """Candidates cost retests: at a quiet cluster's noise few clean fleets have one, though
+    no z gates them any more (they must be --min-effect slower)."""
+    flagged = sum(bool(locate.attribute(8, fleet(8, seed=s, noise=0.05), "gpu",
+                                        MinEffect()).suspects) for s in range(100))
     assert flagged <= 15
 
 
@@ -155,55 +190,130 @@ def test_noise_free_fleet_names_nobody():
 
 
 def test_mad_floor_keeps_a_noise_free_fleet_clean():
-    """MAD = 0 and no --min-effect: a 0.01 % difference would be infinitely many z out."""
+    """MAD = 0 and no --min-effect: a 0.01 % difference is a candidate (every slower one
+    is), and the noise floor keeps its pooled z far inside 3.5."""
     pairs = fleet(6, noise=0.0)
     pairs[3] = PairResult(pairs[3].round, pairs[3].a, pairs[3].b, 9.999, 50.0)
-    assert locate.attribute(6, pairs, min_effect=0.0).suspects == []
+    judged = confirmation.judge(6, pairs, "gpu", 0.0)
+    assert not [s for s in judged.suspects if s.verdict.startswith("bad")]
 
 
 def test_min_effect_keeps_a_small_difference_out():
     """5 % slow on a noise-free fleet is far beyond 3.5 z, but below --min-effect 10 %."""
     pairs = fleet(8, slow={2: 0.95}, noise=0.0)
-    assert locate.attribute(8, pairs).suspects == []
+    assert locate.attribute(8, pairs, "gpu", 0.10).suspects == []
     assert [s.entities for s in locate.attribute(8, pairs, min_effect=0.02).suspects] == [(2,)]
 
 
 def test_slow_that_does_not_reproduce_is_transient():
-    n = 8
-    main = fleet(n, slow={4: 0.5})
-    found = locate.attribute(n, main)
-    rounds = locate.confirmation_rounds(n, found, 3, first_index=50)
-    again = fleet(n, rounds=rounds, seed=3)  # healthy now
-    suspects = locate.confirm_suspects(found, main + again, [str(e) for e in range(n)], 0.1)
+    """Slow in the whole matrix (far beyond 3.5 z), healthy in every retest."""
+    suspects = run(8, slow={4: 0.5}, later={})
     assert [(s.entities, s.verdict) for s in suspects] == [((4,), "transient")]
-    assert "confirmed 0/3" in suspects[0].evidence
+    assert suspects[0].confirmed == (0, 3)
+    assert "3 retests, slow again 0/3" in suspects[0].evidence
 
 
-def test_retests_slow_by_chance_but_within_their_noise_are_transient():
-    """Two of three retests a little slow and one fast: the majority says bad, but together
-    the retests lie within their noise of the reference pairs beside them."""
-    n = 8
-    main = fleet(n, slow={4: 0.3}, noise=0.3)
-    found = locate.attribute(n, main)
-    rounds = locate.confirmation_rounds(n, found, 3, first_index=50)
-    again = fleet(n, rounds=rounds, seed=3, noise=0.3)
-    tests = [i for i, p in enumerate(again) if 4 in (p.a, p.b)]
-    refs = [p for p in again if 4 not in (p.a, p.b)]
-    busbw = sorted(p.busbw for p in refs)[len(refs) // 2]
-    lat = sorted(p.lat for p in refs)[len(refs) // 2]
-    for i, factor in zip(tests, (0.4, 0.4, 3.0), strict=True):
-        p = again[i]
-        again[i] = PairResult(p.round, p.a, p.b, busbw * factor, lat / factor, p.lat_p99,
-                              "ok", p.phase)
-    suspects = locate.confirm_suspects(found, main + again, [str(e) for e in range(n)], 0.1)
-    assert [(s.entities, s.verdict) for s in suspects] == [((4,), "transient")]
-    assert suspects[0].evidence.endswith("confirmed 2/3 but within the retests' noise")
+# ---- the pooled decision (issue 30, point 1) --------------------------------------------------
+# Seeded synthetic pair records with lognormal noise at 0.1 (log units; the 2-core VM's clean
+# runs read 0.11-0.35 in busbw, 0.14-0.19 in latency), the decision as the ranks run it.
+
+
+def test_a_1_4x_slow_link_is_bad_on_its_pooled_evidence():
+    """0.71x in both metrics for one pair: in the matrix its z alone is often short of 3.5;
+    pooled over its retests it is named, and neither end."""
+    named = 0
+    for seed in range(10):
+        suspects = run(6, links={(1, 3): 1 / 1.4}, noise=0.1, seed=seed)
+        assert bad(suspects) in ([], [("link", (1, 3))]), seed
+        if bad(suspects):
+            named += 1
+            (link,) = [s for s in suspects if s.verdict == "bad link"]
+            ratio = link.busbw_ratio if link.metric == "busbw" else 1 / link.lat_ratio
+            assert 0.6 < ratio < 0.85, link.evidence  # planted 0.71x
+            assert link.measurements >= 4 and link.pooled_z <= -3.5
+    assert named >= 8  # the misses: not 20 % slow in the matrix once, or an end slowish
+
+
+def test_a_1_3x_slow_rank_is_bad_on_its_pooled_evidence():
+    """0.77x against a 20 % line (--min-effect busbw=20%,lat=20%: a quieter machine's; the
+    default 30 % of this VM puts a 1.3x rank on the line): the first pass misses it now and
+    then (its median over 5 partners is 0.056 noisy), so 8 of 10, nobody else ever."""
+    named = 0
+    for seed in range(10):
+        suspects = run(6, slow={2: 1 / 1.3}, noise=0.1, seed=seed, min_effect=MinEffect(0.2, 0.2))
+        assert bad(suspects) in ([], [("gpu", (2,))]), seed
+        if bad(suspects):
+            named += 1
+            (rank,) = [s for s in suspects if s.verdict == "bad gpu"]
+            assert 0.65 < rank.busbw_ratio < 0.9, rank.evidence  # planted 0.77x
+    assert named >= 8
+
+
+def test_a_clean_fleet_with_one_pair_1_15x_slow_names_nobody():
+    """The accusation of issue 30: a clean fleet on a busy machine, one pair 1.15x slower in
+    latency (below the latency --min-effect) and busbw: retested, nobody is bad."""
+    for seed in range(10):
+        suspects = run(6, links={(4, 5): 1 / 1.15}, noise=0.1, seed=seed)
+        assert bad(suspects) == [], [s.evidence for s in suspects]
+
+
+def test_a_candidate_below_the_min_effect_on_pooled_evidence_is_ok():
+    """One unlucky matrix pair (0.65x once, then normal): a candidate whatever its z, its
+    retests pull the pooled effect under --min-effect: ok, no suspect, nothing left open."""
+    pairs = fleet(6, noise=0.1)
+    i = next(i for i, p in enumerate(pairs) if (p.a, p.b) == (0, 4))
+    p = pairs[i]
+    pairs[i] = PairResult(p.round, p.a, p.b, p.busbw * 0.65, p.lat, p.lat_p99)
+    for batch in range(3):
+        rounds = confirmation.next_rounds(6, pairs, "gpu", MinEffect(), 3)
+        if not rounds:
+            break
+        pairs = pairs + fleet(6, noise=0.1, seed=9 + batch, rounds=rounds)
+    judged = confirmation.judge(6, pairs, "gpu", MinEffect())
+    (link,) = [s for s in judged.suspects if s.entities == (0, 4)]
+    assert link.verdict == "ok" and link.confirmed[0] == 0 and link.confirmed[1] >= 3
+    assert link not in judged.open
+    assert not [s for s in judged.suspects if s.verdict.startswith("bad")]
+    later = confirmation.next_rounds(6, pairs, "gpu", MinEffect(), 3)
+    assert not [r for r in later if (0, 4) in r.pairs]
+
+
+def test_an_effect_without_enough_z_is_retested_again_never_bad_by_luck():
+    """A link 1.25x slow at a pair noise of 0.3: one batch does not settle it, so more are
+    asked for (up to the cap); bad only ever with a pooled z beyond 3.5."""
+    again = 0
+    for seed in range(5):
+        pairs, judged = offline(6, links={(2, 5): 1 / 1.25}, noise=0.3, seed=seed)
+        again += any(s.measurements > 4 for s in judged.suspects if s.kind == "link")
+        assert all(s.pooled_z <= -3.5 and len(s.interval) == 2
+                   for s in judged.suspects if s.verdict.startswith("bad"))
+    assert again >= 2  # a second batch asked for, in some of them at least
+
+
+def test_the_interval_brackets_the_planted_effect():
+    suspects = run(8, slow={5: 0.6}, noise=0.05, seed=2)
+    (rank,) = [s for s in suspects if s.verdict == "bad gpu"]
+    low, high = rank.interval
+    assert low < rank.effect < high
+    assert low - 0.02 < np.log(0.6) < high + 0.02  # planted 0.6x in both metrics
+
+
+def test_the_evidence_reads_as_pooled_effect_interval_and_count():
+    import re
+
+    suspects = run(6, links={(0, 2): 0.5}, seed=1)
+    (link,) = [s for s in suspects if s.verdict == "bad link"]
+    assert re.match(r"rank 0 - rank 2: \d\.\d\dx \[\d\.\d\d-\d\.\d\d\] the fleet median "
+                    r"(busbw|latency) over 4 exchanges \(1 in the matrix, 3 retests, slow again "
+                    r"3/3\), z -\d+\.\d, both ends normal", link.evidence), link.evidence
 
 
 def test_latency_and_busbw_together_find_a_slowdown_neither_shows_alone():
-    """1.3x slower in both metrics at a pair noise of 0.15: each metric alone is rarely 3.5 z
-    out over 7 partners, their mean (sigma / sqrt 2) more often."""
-    runs = [run(8, slow={3: 1 / 1.3}, noise=0.15, seed=s) for s in range(30)]
+    """1.3x slower in both metrics at a pair noise of 0.1: the two together (their mean,
+    sigma / sqrt 2) are the surest, and nobody else is named. (At 0.15, 4 of 30 such fleets
+    also named a link: 2 of rank 3's own pairs, 2 clean pairs pooled to 0.82x over 10.)"""
+    runs = [run(8, slow={3: 1 / 1.3}, noise=0.1, seed=s, min_effect=MinEffect(0.2, 0.2))
+            for s in range(15)]
     together = sum(any(x.metric == "both" and x.verdict == "bad gpu" for x in found)
                    for found in runs)
     assert together >= 5
@@ -218,31 +328,30 @@ def test_a_congested_round_of_three_pairs_names_nobody():
 
 
 def test_no_good_partner_is_inconclusive():
-    """Of two entities either may be the slow one: the suspect's only partner is not known
-    good, so nothing is retested and the verdict is inconclusive."""
-    found = locate.Attribution(locate.attribute(2, fleet(2)).scores,
-                               [locate.Suspect("gpu", (0,), "busbw", 0.5, 1.0)])
-    assert locate.confirmation_rounds(2, found, 3, 10) == []
-    suspects = locate.confirm_suspects(found, [], ["a", "b"], 0.1)
-    assert suspects[0].verdict == "inconclusive"
-    assert suspects[0].evidence.endswith("not retested (no known-good partner)")
+    """Of two entities either may be the slow one: nobody is known good, so nothing is
+    retested and the verdict is inconclusive."""
+    pairs = fleet(3, slow={0: 0.5})
+    assert confirmation.next_rounds(3, pairs, "gpu", MinEffect(), 0) == []
+    judged = confirmation.judge(3, pairs, "gpu", MinEffect(), ["a", "b", "c"])
+    assert [(s.entities, s.verdict) for s in judged.suspects] == [((0,), "inconclusive")]
+    assert "not retested (no known-good partner)" in judged.suspects[0].evidence
+    assert confirmation.next_rounds(2, fleet(2, slow={0: 0.5}), "gpu", MinEffect(), 3) == []
 
 
-def test_every_other_entity_suspected_leaves_nobody_to_retest_with():
+def test_every_entity_a_candidate_leaves_nobody_to_retest_with():
     scores = locate.attribute(3, fleet(3)).scores
     found = locate.Attribution(scores, [locate.Suspect("gpu", (e,), "busbw", 0.5, 1.0)
                                         for e in range(3)])
-    assert locate.confirmation_rounds(3, found, 3, 10) == []
-    assert locate.confirmation_rounds(3, locate.Attribution(scores, found.suspects[:1]), 0,
-                                      10) == []
+    assert confirmation.good_partners(3, found) == []
+    assert confirmation.next_rounds(3, fleet(3, slow={0: 0.5}), "gpu", MinEffect(), 0) == []
 
 
-def test_confirmation_uses_distinct_good_partners():
-    found = locate.attribute(8, fleet(8, slow={3: 0.5}))
-    rounds = locate.confirmation_rounds(8, found, 3, first_index=7)
+def test_retests_use_distinct_good_partners_after_the_matrix():
+    pairs = fleet(8, slow={3: 0.5})
+    rounds = confirmation.next_rounds(8, pairs, "gpu", MinEffect(), 3)
     partners = {b if a == 3 else a for r in rounds for a, b in r.pairs if 3 in (a, b)}
     assert len(partners) == 3 and 3 not in partners
-    assert rounds[0].index == 7
+    assert rounds[0].index == 7 and {r.phase for r in rounds} == {"confirm"}
 
 
 def test_matrix_is_ratio_to_fleet_median_with_untested_cells_nan():
@@ -374,7 +483,10 @@ def test_parsers():
     from commbench.commands.locate import parse_effect, parse_rounds, parse_sizes
 
     assert parse_sizes("64M,8") == (8, 64 << 20)
-    assert parse_effect("10%") == pytest.approx(0.1) == parse_effect("0.1")
+    assert parse_effect("10%") == MinEffect(0.1, 0.1) == parse_effect("0.1")
+    assert parse_effect("busbw=20%") == MinEffect(0.2, MinEffect().lat)
+    assert parse_effect("busbw=20%,lat=0.3") == MinEffect(0.2, 0.3)
+    assert parse_effect("latency=5%") == MinEffect(MinEffect().busbw, 0.05)
     assert parse_rounds("Quick") == "quick" and parse_rounds("7") == "7"
 
 
@@ -392,10 +504,7 @@ def locate_folder(path, slow=None, confirm=3):
 
     n = 6
     found = levels.entities("gpu", [{"host": "h", "node": ""}] * n)
-    main = fleet(n, slow=slow)
-    attribution = locate.attribute(n, main)
-    again = fleet(n, slow=slow, seed=5,
-                  rounds=locate.confirmation_rounds(n, attribution, confirm, 5))
+    main, again = measured(n, slow)
     path.mkdir()
     (path / "run.json").write_text(json.dumps({"entities": [asdict(e) for e in found],
                                                "world_size": n, "nnodes": 1}))
@@ -421,7 +530,7 @@ def test_the_folder_names_the_bad_rank_in_every_file(tmp_path, capsys):
     assert {rows[f"rank {e}"]["verdict"] for e in (0, 1, 3, 4, 5)} == {"ok"}
     assert (folder / "bad-hosts.txt").read_text() == "h\n"
     assert "| bad gpu | rank 2 |" in (folder / "summary.md").read_text()
-    assert "bad gpu      rank 2: 0.40x the fleet median busbw" in capsys.readouterr().out
+    assert "bad gpu      rank 2: 0.40x [0." in capsys.readouterr().out
 
 
 def test_compare_of_two_locate_runs_shows_the_repair(tmp_path, capsys):

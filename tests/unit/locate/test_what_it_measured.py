@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from commbench.locate import attribution as locate
-from tests.unit.locate.test_attribution import fleet
+from tests.unit.locate.test_attribution import fleet, measured
 
 
 def folder(path, n=6, slow=None, main=None, host=lambda e: "h", error="", seed=0):
@@ -25,12 +25,7 @@ def folder(path, n=6, slow=None, main=None, host=lambda e: "h", error="", seed=0
 
     found = levels.entities("gpu", [{"host": host(e), "node": ""} for e in range(n)])
     # gpu entities take their host from the rank; keep the one the test asked for
-    main = fleet(n, slow=slow, seed=seed) if main is None else main
-    again = []
-    if main:
-        attribution = locate.attribute(n, main)
-        again = fleet(n, slow=slow, seed=seed + 5,
-                      rounds=locate.confirmation_rounds(n, attribution, 3, 50))
+    main, again = measured(n, slow, seed, main) if main != [] else ([], [])
     path.mkdir()
     (path / "run.json").write_text(json.dumps({"entities": [asdict(e) for e in found],
                                                "world_size": n, "nnodes": 1}))
@@ -174,8 +169,10 @@ def test_no_suspect_quotes_the_bounds_the_attribution_used(monkeypatch):
     from commbench.output.locate import console_lines
 
     lines = console_lines([], [], head(min_effect=0.2, z_limit=4.25))
-    assert lines[1] == ("# no suspect: no entity or link both 20% slower and 4.25 robust z "
-                        "below the fleet")
+    assert lines[1] == ("# no suspect: no entity or link at least 20% slower and 4.25 z below "
+                        "the fleet on its pooled evidence")
+    lines = console_lines([], [], head(min_effect="15% (busbw) / 25% (latency)"))
+    assert "at least 15% (busbw) / 25% (latency) slower" in lines[1]
 
 
 def test_transients_are_not_no_suspect():
@@ -200,8 +197,8 @@ def test_finish_quotes_the_attributions_z_limit(tmp_path, monkeypatch, capsys):
     folder(tmp_path / "clean", seed=1)
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("# no")]
-    assert lines and "3.75 robust z" in lines[0], out
-    assert "3.75 robust z" in (tmp_path / "clean" / "summary.md").read_text()
+    assert lines and "3.75 z below" in lines[0], out
+    assert "3.75 z below" in (tmp_path / "clean" / "summary.md").read_text()
 
 
 def test_a_link_row_votes_from_its_evidence_not_a_literal(tmp_path):

@@ -1,0 +1,479 @@
+"""locate's confirmation: candidates retested until their pooled evidence settles, then judged
+(SPEC §8, amended). Pure, like the attribution: pairs in, rounds to measure or verdicts out;
+the rank side (locate.rank) and the fleet simulator (locate.simulate) call the same functions.
+
+Why pooled and sequential:
+
+- one pass is one measurement a pair: on the busy 2-core VM a real 1.4x slow link read z -2
+  in the matrix (never retested, "no suspect"), while a clean pair 1.15x slow in latency was
+  slow again 3 times of 3 and named bad. Counting retests that are "slow again" has no notion
+  of how far or how sure; pooling has: every measurement of a candidate (its pairs in the
+  matrix with partners that are not candidates, then its retests) is a log residual from the
+  fleet's normal pair of the same round, and their median, its interval and its z from the
+  noise this run measured say how slow and how sure;
+- a candidate is retested (known-good partners; a link: its own pair again) in batches of
+  ``confirm`` until its evidence settles: bad (effect >= --min-effect and z >= 3.5), clearly
+  below --min-effect, or not reproduced, within ``follow_ups`` batches (the rank side's cap);
+- the median, not the mean: a busy machine's pair noise has a heavy tail (one pair in ten or
+  fifteen 1.1-1.3x slow in latency), and one such pair moved a mean of four past the line;
+- a round's normal level is the median of its pairs between entities nobody suspects, kept
+  only beyond two standard errors of that median (a median of 2-3 pairs is mostly their own
+  noise), else the phase's; the confirmation rounds carry such reference pairs beside the
+  retests, so a machine busier during the retests than during the matrix blames nobody;
+- the noise is the larger of the attribution's pair noise and the plain spread of the pairs
+  between non-candidates: the latter keeps the systematic differences between pairs (which
+  ranks share a core), which repeating one pair cannot average away.
+
+Verdicts: no retest: ``inconclusive`` (no known-good partner); retests not slow (their median
+less than the --min-effect): ``transient`` when the matrix had it beyond 3.5 z, else
+``ok``; pooled effect below --min-effect: ``ok``; pooled z >= 3.5: ``bad <kind>``; else
+``inconclusive``. ``ok`` candidates are no suspects (entities.csv shows them as ok).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from commbench.locate.attribution import (
+    MAD_TO_SIGMA,
+    ROUND_SHRINK,
+    SCALE_FLOOR,
+    Z_LIMIT,
+    Attribution,
+    Effect,
+    PairResult,
+    Round,
+    Suspect,
+    attribute,
+    limit,
+    links,
+    normal_spread,
+    pack,
+)
+
+MEDIAN_SE = 1.2533  # a median's standard error over sigma / sqrt(n), for normal data
+# A round's level moves by what lies beyond two standard errors of its clean pairs' median:
+# at one, the 1-2 reference pairs of a retest round added their own noise to every retest
+# (clean synthetic links at 0.15 pooled to 0.82x over 10 exchanges)
+LEVEL_SHRINK = 2 * ROUND_SHRINK
+Z95 = 1.96
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A candidate's measurements in the metric that flagged it: log speed residuals from the
+    fleet's normal pair of the same round (< 0: slower), from the matrix and from retests."""
+
+    main: tuple[float, ...]
+    retests: tuple[float, ...]
+    sigma: float  # one pair's noise (log units): the run's, or the candidate's own scatter
+    run_sigma: float = math.nan  # the run's alone
+
+    @property
+    def count(self) -> int:
+        return len(self.main) + len(self.retests)
+
+    @property
+    def effect(self) -> float:
+        values = self.main + self.retests
+        return float(np.median(values)) if values else math.nan
+
+    @property
+    def error(self) -> float:
+        return MEDIAN_SE * self.sigma / math.sqrt(max(self.count, 1))
+
+    @property
+    def z(self) -> float:
+        return self.effect / self.error if self.count else math.nan
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return self.effect - Z95 * self.error, self.effect + Z95 * self.error
+
+    def slow_again(self, slow: float) -> int:
+        return sum(1 for r in self.retests if r <= slow)
+
+    def reproduced(self, slow: float) -> bool:
+        """Most retests are --min-effect slow again (their median is): half of it let a real
+        rank slow on every other visit through on a retest 0.87x in the two metrics
+        together (latency's noise; the delay was in busbw)."""
+        middle = float(np.median(self.retests)) if self.retests else math.nan
+        return middle <= slow and middle < 0
+
+
+@dataclass
+class Judged:
+    """The attribution, each candidate with its evidence and verdict, and which are open."""
+
+    attribution: Attribution
+    suspects: list[Suspect]
+    evidence: dict[tuple[str, tuple[int, ...]], Evidence]
+    open: list[Suspect]
+
+
+# ---- the levels a pair is compared with -------------------------------------------------------
+
+def _tested(attribution: Attribution) -> tuple[set[int], set[tuple[int, int]]]:
+    entities = {s.entities[0] for s in attribution.suspects if s.kind != "link"}
+    links = {tuple(sorted(s.entities)) for s in attribution.suspects if s.kind == "link"}
+    return entities, links
+
+
+def _clean(p: PairResult, entities: set[int], links: set[tuple[int, int]]) -> bool:
+    return (p.status == "ok" and p.a not in entities and p.b not in entities
+            and (min(p.a, p.b), max(p.a, p.b)) not in links)
+
+
+def round_levels(pairs: Sequence[PairResult], metric: str, entities: set[int],
+                 links: set[tuple[int, int]], sigma: float) -> dict[int, float]:
+    """Each round's normal pair (log speed): its clean pairs' median, kept only beyond one
+    standard error of it from the phase's level (the median of the phase's clean pairs; the
+    confirmation phase without any takes the matrix's)."""
+    clean = [p for p in pairs if _clean(p, entities, links) and math.isfinite(p.speed(metric))]
+    phase_level: dict[str, float] = {}
+    for phase in ("main", "confirm"):
+        values = [p.speed(metric) for p in clean if p.phase == phase]
+        if values:
+            phase_level[phase] = float(np.median(values))
+    fallback = phase_level.get("main", 0.0)
+    levels: dict = {("phase", phase): phase_level.get(phase, fallback)
+                    for phase in ("main", "confirm")}
+    for index in sorted({p.round for p in pairs}):
+        phase = next(p.phase for p in pairs if p.round == index)
+        inside = [p.speed(metric) for p in clean if p.round == index]
+        if phase == "confirm" and inside:
+            # a retest is compared with the reference pairs beside it, whole: on the busy VM
+            # a retest round ran 0.8x the others, its 2 references said so, and shrinking
+            # that towards the phase's level (their noise being as large) called a normal
+            # retest slow and a flaky rank bad; their noise is in the candidate's scatter
+            levels[index] = float(np.median(inside))
+        else:
+            levels[index] = round_levels_of(inside, phase_level.get(phase, fallback), sigma)
+    return levels
+
+
+def _medians_without_each(values: np.ndarray) -> np.ndarray:
+    """The median of ``values`` without element i, for every i (sorted once: O(n log n))."""
+    order = np.argsort(values)
+    ranked = values[order]
+    n = len(values)
+    position = np.empty(n, dtype=int)
+    position[order] = np.arange(n)
+    rest = n - 1
+
+    def at(j):  # the j-th of the remaining n - 1, for each removed position
+        return np.where(position > j, ranked[j], ranked[np.minimum(j + 1, n - 1)])
+
+    if rest % 2:
+        return at(rest // 2)
+    return (at(rest // 2 - 1) + at(rest // 2)) / 2
+
+
+def round_levels_of(inside: Sequence[float], base: float, sigma: float) -> float:
+    """A round's level from its clean pairs: their median where it lies beyond two standard
+    errors of it from ``base`` (the part within is taken for their noise), else ``base``."""
+    if not len(inside):
+        return base
+    offset = float(np.median(inside)) - base
+    by = LEVEL_SHRINK * sigma / math.sqrt(len(inside))
+    return base + math.copysign(max(0.0, abs(offset) - by), offset)
+
+
+def run_noise(attribution: Attribution, pairs: Sequence[PairResult], metric: str) -> float:
+    """One pair's noise in this run (robust sigma, log units), from every measurement it
+    has: the pairs between non-candidates about their round's level (the matrix's and the
+    retest rounds' reference pairs) and each candidate's measurements about their own
+    median. The fit's pair_noise of a 15-pair matrix alone read 0.06 to 0.24 on synthetic
+    fleets drawn at 0.1; every pair the run measured pins it down as the retests add up."""
+    entities, links = _tested(attribution)
+    first = max(normal_spread(attribution.scores[metric], pairs, entities), SCALE_FLOOR)
+    levels = round_levels(pairs, metric, entities, links, first)
+    # Candidate links stay in the matrix's share: they are its slowest pairs (no z gates
+    # them), and leaving them out cut the noise's tail (clean fleets drawn at 0.15 read
+    # 0.07); the MAD shrugs off the few truly slow ones. Their retests count about their own
+    # median (below), or a real slow link's repeats would read as noise.
+    clean = [p for p in pairs if _clean(p, entities, set() if p.phase == "main" else links)
+             and math.isfinite(p.speed(metric))]
+    spread = []
+    by_round: dict[int, list[PairResult]] = {}
+    for p in clean:
+        by_round.setdefault(p.round, []).append(p)
+    for members in by_round.values():
+        values = np.array([p.speed(metric) for p in members])
+        # each pair's round level without the pair itself: with it, a round of 2 reference
+        # pairs fits half of their noise away (clean synthetic fleets at 0.15 read 0.12)
+        base = levels[("phase", members[0].phase)]
+        if len(values) == 1:
+            spread.append(float(values[0]) - base)
+            continue
+        offset = _medians_without_each(values) - base
+        by = LEVEL_SHRINK * first / math.sqrt(len(values) - 1)
+        level = base + np.sign(offset) * np.maximum(0.0, np.abs(offset) - by)
+        spread += list(values - level)
+    for suspect in attribution.suspects:
+        if suspect.metric != metric:
+            continue
+        own = [p.speed(metric) for p in pairs if _is_test_of(suspect, p) and p.status == "ok"
+               and math.isfinite(p.speed(metric))]
+        if len(own) >= 3:
+            middle = float(np.median(own))
+            # about their own median: k values have k-1 degrees of freedom left
+            spread += [(v - middle) * math.sqrt(len(own) / (len(own) - 1)) for v in own]
+    if len(spread) < 2:
+        return first
+    middle = float(np.median(spread))
+    return max(MAD_TO_SIGMA * float(np.median(np.abs(np.asarray(spread) - middle))),
+               SCALE_FLOOR)
+
+
+def evidence_of(suspect: Suspect, attribution: Attribution, pairs: Sequence[PairResult],
+                levels: dict[str, dict[int, float]], sigma: dict[str, float]) -> Evidence:
+    """A candidate's residuals: an entity with partners that are not candidates (a pair runs
+    at its slower end's speed), a link its own pair; failed pairs count as slow."""
+    metric = suspect.metric
+    entities, _ = _tested(attribution)
+    main, retests = [], []
+    for p in pairs:
+        if not _is_test_of(suspect, p):
+            continue
+        if suspect.kind != "link" and (p.a if p.b == suspect.entities[0] else p.b) in entities:
+            continue
+        value = p.speed(metric)
+        if p.status in ("ok", "wrong") and not math.isfinite(value):
+            continue
+        # an entity is compared with every pair of its round but the other candidate
+        # entities' (a busy 6-rank run had only candidate links beside its retests, and
+        # the matrix's level then called a normal retest slow); a link with the pairs
+        # nobody suspects (its own repeats would pull a shared level towards it)
+        level = levels[metric if suspect.kind == "link" else f"{metric}:entity"]
+        residual = value - level[p.round] if p.status == "ok" else -10.0
+        (main if p.phase == "main" else retests).append(residual)
+    own = main + retests
+    noise = sigma[metric]
+    if len(own) >= 4:
+        # its own scatter, where it has enough measurements to show one: a candidate whose
+        # measurements scatter more than the run's pairs do (a pair near a busy core) is as
+        # sure as its scatter allows (a clean link at 0.15 pooled to z -3.9 on the run's
+        # sigma, -2.2 on its own)
+        middle = float(np.median(own))
+        scatter = MAD_TO_SIGMA * float(np.median([abs(v - middle) for v in own]))
+        noise = max(noise, scatter * math.sqrt(len(own) / (len(own) - 1)))
+    return Evidence(tuple(main), tuple(retests), noise, sigma[metric])
+
+
+def _is_test_of(suspect: Suspect, p: PairResult) -> bool:
+    if suspect.kind == "link":
+        return (min(p.a, p.b), max(p.a, p.b)) == tuple(sorted(suspect.entities))
+    return suspect.entities[0] in (p.a, p.b)
+
+
+# ---- the decision -----------------------------------------------------------------------------
+
+def verdict(suspect: Suspect, found: Evidence, min_effect: Effect, confirm: int = 3) -> str:
+    slow = limit(min_effect, suspect.metric)
+    if not found.retests:
+        return "inconclusive"
+    if not found.reproduced(slow):
+        strong = suspect.z <= -Z_LIMIT and found.main and float(np.median(found.main)) <= slow
+        return "transient" if strong else "ok"
+    if found.effect > slow or found.effect >= 0:
+        return "ok"
+    if found.z <= -Z_LIMIT and len(found.retests) >= min(confirm, 3):
+        return f"bad {suspect.kind}"
+    return "inconclusive"
+
+
+def settled(suspect: Suspect, found: Evidence, min_effect: Effect, confirm: int) -> bool:
+    """No more retests needed: at least ``confirm`` retests, and either not reproduced (more
+    would not make it reproduce), or bad with its interval clear of the --min-effect line, or
+    its interval wholly faster than that line."""
+    slow = limit(min_effect, suspect.metric)
+    if len(found.retests) < confirm:
+        return False
+    if not found.reproduced(slow):
+        # did not reproduce: more retests of a flaky entity would only catch it on its slow
+        # visits (a rank slow on every other visit was retested into "bad" on a real run)
+        return True
+    low, high = found.interval
+    if found.effect > slow:  # below --min-effect: settled once the interval is, too
+        return low > slow
+    return found.z <= -Z_LIMIT and high < slow  # bad, and beyond the line whatever the noise
+
+
+def judge(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effect,
+          names: Sequence[str] | None = None, confirm: int = 3) -> Judged:
+    """Every candidate of the matrix with its pooled evidence, verdict and words."""
+    names = list(names) if names is not None else [str(e) for e in range(n)]
+    attribution = attribute(n, pairs, kind, min_effect)
+    judged = _judge(n, attribution, pairs, min_effect, names, confirm)
+    # An entity cleared by its retests is normal after all: a pair of it slow in the matrix
+    # (a slow link can make one of its ends look slow) is now a link candidate.
+    # (ok only: a transient was far out in the matrix and normal on retest, flaky, and its
+    # slow pairs are its flakiness; naming one a link retested it into "bad" on a real run)
+    cleared = {s.entities[0] for s in judged.suspects if s.kind != "link"
+               and s.verdict == "ok" and s not in judged.open}
+    if cleared:
+        entities, known = _tested(attribution)
+        main = [p for p in pairs if p.phase == "main"]
+        more = [s for s in links(main, attribution.scores, entities - cleared, min_effect)
+                if tuple(sorted(s.entities)) not in known]
+        # ...if it is its only slow pair: an entity slow with two partners is not otherwise
+        # normal, and naming its pairs would blame links for a slow entity
+        ends = [e for s in more for e in s.entities if e in cleared]
+        more = [s for s in more if all(ends.count(e) == 1 for e in s.entities if e in cleared)]
+        if more:
+            attribution.suspects += more
+            judged = _judge(n, attribution, pairs, min_effect, names, confirm)
+    return judged
+
+
+def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_effect: Effect,
+           names: list[str], confirm: int) -> Judged:
+    entities, tested_links = _tested(attribution)
+    sigma = {m: run_noise(attribution, pairs, m) for m in attribution.scores}
+    levels = {m: round_levels(pairs, m, entities, tested_links, sigma[m])
+              for m in attribution.scores}
+    levels.update({f"{m}:entity": round_levels(pairs, m, entities, set(), sigma[m])
+                   for m in attribution.scores})
+    found, still_open = {}, []
+    for suspect in attribution.suspects:
+        evidence = evidence_of(suspect, attribution, pairs, levels, sigma)
+        found[(suspect.kind, suspect.entities)] = evidence
+        slow = limit(min_effect, suspect.metric)
+        suspect.confirmed = (evidence.slow_again(slow), len(evidence.retests))
+        suspect.effect, suspect.interval = evidence.effect, evidence.interval
+        suspect.measurements, suspect.pooled_z = evidence.count, evidence.z
+        _pooled_ratios(suspect)
+        suspect.verdict = verdict(suspect, evidence, min_effect, confirm)
+        if suspect.verdict == "bad link" and not _ends_normal(suspect, attribution, min_effect):
+            # an end half the --min-effect slow with its other partners is a slow entity
+            # the matrix missed (at 0.1 noise, 1 of 30 fleets named its pair a bad link)
+            suspect.verdict = "inconclusive"
+        suspect.evidence = words(suspect, evidence, names)
+        if n >= 3 and not settled(suspect, evidence, min_effect, confirm):
+            still_open.append(suspect)
+    return Judged(attribution, attribution.suspects, found, still_open)
+
+
+def _ends_normal(suspect: Suspect, attribution: Attribution, min_effect: Effect) -> bool:
+    """Neither end is half the --min-effect slow with its partners AND 2.5 z out (on the
+    busy VM a real slow link's end read 0.9x, z -0.7: normal)."""
+    scores = attribution.scores[suspect.metric]
+    slow = limit(min_effect, suspect.metric)
+    return not any(scores.score.get(e, 0.0) <= slow / 2 and scores.z.get(e, 0.0) <= -2.5
+                   for e in suspect.entities)
+
+
+def _pooled_ratios(suspect: Suspect) -> None:
+    """The flagging metric's ratio becomes the pooled one (the other stays the matrix's)."""
+    if not math.isfinite(suspect.effect):
+        return
+    if suspect.metric == "busbw":
+        suspect.busbw_ratio = math.exp(suspect.effect)
+    elif suspect.metric == "lat":
+        suspect.lat_ratio = math.exp(-suspect.effect)
+
+
+# ---- retests ----------------------------------------------------------------------------------
+
+def good_partners(n: int, attribution: Attribution) -> list[int]:
+    """Entities that are not candidates, the most normal first, ends of candidate links
+    last (they are normal entities, but their pair is in question)."""
+    entities, tested_links = _tested(attribution)
+    ends = {e for link in tested_links for e in link}
+    busbw = attribution.scores["busbw"].score
+    lat = attribution.scores["lat"].score
+    good = [e for e in range(n) if e not in entities]
+    return sorted(good, key=lambda e: (e in ends, abs(busbw.get(e, 0.0))
+                                       + abs(lat.get(e, 0.0)), e))
+
+
+def next_rounds(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effect,
+                confirm: int) -> list[Round]:
+    """The next batch: ``confirm`` more retests of every open candidate (an entity against
+    known-good partners it has not met in a retest yet where there are any, a link its pair),
+    packed into rounds beside reference pairs; none when everything has settled. Fewer than 3
+    entities: none (of two, either may be the slow one, nobody is known good)."""
+    if n < 3 or confirm < 1:
+        return []
+    judged = judge(n, pairs, kind, min_effect, confirm=confirm)
+    if not judged.open:
+        return []
+    good = good_partners(n, judged.attribution)
+    ends = {e for s in judged.attribution.suspects if s.kind == "link" for e in s.entities}
+    references = [e for e in good if e not in ends] or good
+    orders = []
+    for i, suspect in enumerate(judged.open):
+        me = suspect.entities[0]
+        if suspect.kind == "link":
+            orders.append([_ordered(*suspect.entities)])
+            continue
+        met = {p.a if p.b == me else p.b for p in pairs if p.phase == "confirm"
+               and me in (p.a, p.b)}
+        # partners it was slow with in the matrix last: that pair may be a slow link (a
+        # real 1.4x link made its end a candidate, retested against the other end: slow)
+        slow = {p.a if p.b == me else p.b for p in pairs if p.phase == "main"
+                and me in (p.a, p.b) and p.status == "ok" and p.speed(suspect.metric)
+                - judged.attribution.scores[suspect.metric].center
+                <= limit(min_effect, suspect.metric)}
+        order = sorted(good, key=lambda e, met=met, slow=slow: (e in slow, e in met))
+        if order:
+            orders.append([_ordered(me, order[(i + j) % len(order)]) for j in range(confirm)])
+    # the j-th retest of every candidate before anybody's (j+1)-th: each round carries one
+    # of each where it can, and a truncated batch still retests everybody
+    tests = [order[j % len(order)] for j in range(confirm) for order in orders]
+    first = max((p.round for p in pairs), default=-1) + 1
+    # A batch is at most confirm + 1 rounds: candidate links sharing an end cannot share a
+    # round, and a busy 6-rank run had 22 retest rounds; what did not fit is still open, and
+    # the next batch takes it first.
+    return pack(tests, references, "confirm", first)[:confirm + 1]
+
+
+def _ordered(a: int, b: int) -> tuple[int, int]:
+    return (min(a, b), max(a, b))
+
+
+def locate_offline(n: int, main: Sequence[Round],
+                   measure: Callable[[Sequence[Round]], list[PairResult]], kind: str,
+                   min_effect: Effect, confirm: int, follow_ups: int,
+                   names: Sequence[str] | None = None) -> tuple[list[PairResult], Judged]:
+    """The whole decision as the ranks run it (locate.rank: the main rounds, then up to
+    ``follow_ups`` batches of ``next_rounds``, then ``judge``), with ``measure`` standing in
+    for the ranks: for synthetic fleets (tests, locate.simulate)."""
+    pairs = list(measure(main))
+    for _ in range(follow_ups):
+        more = next_rounds(n, pairs, kind, min_effect, confirm)
+        if not more:
+            break
+        pairs += measure(more)
+    return pairs, judge(n, pairs, kind, min_effect, names, confirm)
+
+
+# ---- words ------------------------------------------------------------------------------------
+
+def words(suspect: Suspect, found: Evidence, names: Sequence[str]) -> str:
+    """'rank 1 - rank 3: 0.68x [0.61-0.74] the fleet median busbw over 4 exchanges (1 in the
+    matrix, 3 retests, slow again 3/3), z -4.2, both ends normal with their other partners'."""
+    who = " - ".join(names[e] for e in suspect.entities)
+    if not found.count:
+        return f"{who}: not measured against a known-good partner"
+    low, high = found.interval
+    if suspect.metric == "lat":
+        what = (f"{math.exp(-found.effect):.2f}x [{math.exp(-high):.2f}-{math.exp(-low):.2f}] "
+                "the fleet median latency")
+    else:
+        metric = "busbw" if suspect.metric == "busbw" else "speed (busbw and latency together)"
+        what = (f"{math.exp(found.effect):.2f}x [{math.exp(low):.2f}-{math.exp(high):.2f}] the "
+                f"fleet median {metric}")
+    retests = len(found.retests)
+    done = (f"{retests} retests, slow again {suspect.confirmed[0]}/{retests}" if retests
+            else "not retested (no known-good partner)")
+    text = (f"{who}: {what} over {found.count} exchanges ({len(found.main)} in the matrix, "
+            f"{done}), z {found.z:.1f}")
+    if suspect.kind == "link":
+        text += ", both ends normal with their other partners"
+    return text

@@ -1,0 +1,150 @@
+"""A fleet simulator for locate: synthetic nodes x GPUs, faults planted, and the very same
+schedule, attribution and confirmation a real run uses (locate.attribution.schedule,
+locate.confirmation.locate_offline: no second implementation). Pure: numpy, no torch, no
+process.
+
+The simulated run is at node level, as on a cluster: two nodes meet rail-parallel (local
+rank i with local rank i), and a meeting is as fast as its slowest rank pair, as the rank
+side records it. Each rank pair draws its own noise (lognormal, sigma per metric: a quiet
+cluster's 0.05, or what the real runs here measured), then the faults:
+
+- ``gpu``: one GPU of one node (its rank pair in every meeting of the node) slow;
+- ``node``: every rank pair of one node slow;
+- ``rail``: one NIC of one node: that local rank's pairs slow (a GPU fault, seen from the
+  node level; ``rail`` level would name the rail);
+- ``link``: the path between two nodes slow (all their rank pairs, in that meeting only);
+- ``congested``: one main round slower for everybody (nobody is to be named);
+- ``many``: 2 % of the nodes slow at once (each is to be named).
+
+A slow factor f divides busbw by f and multiplies latency by f.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from commbench.locate import attribution, confirmation
+from commbench.locate.attribution import PairResult, Round
+from commbench.specs.locate import LocateSpec, MinEffect
+
+FAULTS = ("clean", "gpu", "node", "rail", "link", "congested", "many")
+QUIET = (0.05, 0.05)  # a quiet cluster's pair noise, (busbw, latency), log units
+
+
+@dataclass(frozen=True)
+class Fleet:
+    nodes: int
+    gpus: int = 8
+    noise: tuple[float, float] = QUIET  # lognormal sigma (busbw, latency) of one rank pair
+    fault: str = "clean"
+    factor: float = 1.3
+    many_share: float = 0.02
+
+
+@dataclass
+class Planted:
+    """What the fault is, and which entities a right answer names bad."""
+
+    slow_gpus: dict[tuple[int, int], float] = field(default_factory=dict)  # (node, gpu)
+    slow_links: dict[tuple[int, int], float] = field(default_factory=dict)  # node pair
+    congested: dict[int, float] = field(default_factory=dict)  # main round -> factor
+    expected: set[tuple[str, tuple[int, ...]]] = field(default_factory=set)
+
+
+def plant(fleet: Fleet, rng: np.random.Generator, main: Sequence[Round] = ()) -> Planted:
+    """The fault; a link is planted on a pair the main rounds measure (``--rounds quick``
+    measures K of a node's N-1 partners: a link it never draws it cannot see)."""
+    found = Planted()
+    node = int(rng.integers(fleet.nodes))
+    if fleet.fault in ("gpu", "rail"):
+        found.slow_gpus[(node, int(rng.integers(fleet.gpus)))] = fleet.factor
+        found.expected.add(("node", (node,)))
+    elif fleet.fault == "node":
+        for gpu in range(fleet.gpus):
+            found.slow_gpus[(node, gpu)] = fleet.factor
+        found.expected.add(("node", (node,)))
+    elif fleet.fault == "link":
+        measured = [pair for r in main for pair in r.pairs]
+        if measured:
+            link = measured[int(rng.integers(len(measured)))]
+        else:
+            other = int((node + 1 + rng.integers(fleet.nodes - 1)) % fleet.nodes)
+            link = (min(node, other), max(node, other))
+        found.slow_links[link] = fleet.factor
+        found.expected.add(("link", link))
+    elif fleet.fault == "congested":
+        found.congested[0] = 2.0  # the whole first round twice as slow
+    elif fleet.fault == "many":
+        count = max(1, round(fleet.many_share * fleet.nodes))
+        for bad in rng.choice(fleet.nodes, size=count, replace=False):
+            for gpu in range(fleet.gpus):
+                found.slow_gpus[(int(bad), gpu)] = fleet.factor
+            found.expected.add(("node", (int(bad),)))
+    return found
+
+
+def measure(fleet: Fleet, planted: Planted, rounds: Sequence[Round],
+            rng: np.random.Generator) -> list[PairResult]:
+    """Each meeting of two nodes: their G rank pairs at once, each with its noise and the
+    faults on it; the meeting is its slowest rank pair (busbw) and latency."""
+    out = []
+    gpus = fleet.gpus
+    for r in rounds:
+        if not r.pairs:
+            continue
+        count = len(r.pairs)
+        noise = np.exp(rng.normal(0.0, 1.0, size=(2, count, gpus))
+                       * np.asarray(fleet.noise)[:, None, None])
+        slow = np.ones((count, gpus))
+        for i, (a, b) in enumerate(r.pairs):
+            for g in range(gpus):
+                slow[i, g] = max(planted.slow_gpus.get((a, g), 1.0),
+                                 planted.slow_gpus.get((b, g), 1.0))
+            slow[i] *= planted.slow_links.get((a, b), 1.0)
+        if r.phase == "main":
+            slow *= planted.congested.get(r.index, 1.0)
+        busbw = (10.0 / slow * noise[0]).min(axis=1)
+        lat = (50.0 * slow * noise[1]).max(axis=1)
+        out += [PairResult(r.index, a, b, float(busbw[i]), float(lat[i]), float(lat[i]),
+                           "ok", r.phase) for i, (a, b) in enumerate(r.pairs)]
+    return out
+
+
+@dataclass(frozen=True)
+class Outcome:
+    found: bool  # the expected entities named bad, and nothing else
+    false_bad: bool  # something named bad that was not planted
+    rounds: int  # main + retest rounds
+    retest_rounds: int
+
+
+def simulate(fleet: Fleet, rounds: str = "quick", seed: int = 0,
+             spec: LocateSpec | None = None) -> Outcome:
+    """One simulated locate run: plant, the schedule, measure, retest, judge."""
+    spec = spec or LocateSpec()
+    rng = np.random.default_rng(seed)
+    main = attribution.schedule(fleet.nodes, rounds, seed)
+    planted = plant(fleet, rng, main)
+    pairs, judged = confirmation.locate_offline(
+        fleet.nodes, main, lambda more: measure(fleet, planted, more, rng), "node",
+        spec.min_effect, spec.confirm, spec.follow_ups)
+    named = {(s.kind, tuple(s.entities)) for s in judged.suspects
+             if s.verdict.startswith("bad")}
+    retest = len({p.round for p in pairs if p.phase == "confirm"})
+    return Outcome(named == planted.expected and bool(planted.expected) or
+                   (not planted.expected and not named),
+                   bool(named - planted.expected), len(main) + retest, retest)
+
+
+def rates(fleet: Fleet, rounds: str, trials: int, seed: int = 0,
+          min_effect: MinEffect | None = None) -> dict:
+    """Detection rate, false-bad rate per fleet, rounds (median, max) over ``trials``."""
+    spec = LocateSpec(min_effect=min_effect or MinEffect())
+    outcomes = [simulate(fleet, rounds, seed + t, spec) for t in range(trials)]
+    counts = [o.rounds for o in outcomes]
+    return {"trials": trials, "found": sum(o.found for o in outcomes) / trials,
+            "false_bad": sum(o.false_bad for o in outcomes) / trials,
+            "rounds_median": float(np.median(counts)), "rounds_max": max(counts)}
