@@ -236,7 +236,7 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
         if env is not None:
             _run_external(env, job, sink)
         else:
-            _run_local(job, sink, world)
+            _run_local(job, sink, world, path)
     except (RunFailed, Interrupted) as failure:
         error = str(failure)
         say(f"error: {failure}")
@@ -287,7 +287,7 @@ def _run_id(backend: str, world: int) -> str:
     return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-locate-{backend}-n{world}"
 
 
-def _run_local(job, sink, world: int) -> None:
+def _run_local(job, sink, world: int, folder: Path) -> None:
     from commbench.engine.failures import explain
     from commbench.launch.local import run_local
     from commbench.locate.rank import run_locate_rank
@@ -297,7 +297,8 @@ def _run_local(job, sink, world: int) -> None:
     if world > (os.cpu_count() or 1):
         say(f"warning: {world} ranks on {os.cpu_count()} CPU cores: the pairs of a round "
             "share the cores, which locate's per-round median absorbs, but noise grows")
-    run_local(run_locate_rank, (job, sink), world, job.timeout, job.device == "cuda", explain)
+    run_local(run_locate_rank, (job, sink), world, job.timeout, job.device == "cuda", explain,
+              folder=folder)
 
 
 def _run_external(env, job, sink) -> bool:
