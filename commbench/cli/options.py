@@ -14,10 +14,17 @@ from typing import Any
 
 import typer
 
+MIN_TIMEOUT_S = 1.0  # below this the ranks' own store connections time out before any call
+
 
 def _positive_seconds(value: float | None) -> float | None:
     if value is not None and (not math.isfinite(value) or value <= 0):
         raise typer.BadParameter(f"{value:g}: it must be a positive number of seconds")
+    if value is not None and value < MIN_TIMEOUT_S:
+        # locate --timeout 0.001 ended in a DistNetworkError traceback: the store's own
+        # connection got 1 ms to open.
+        raise typer.BadParameter(f"{value:g}: at least {MIN_TIMEOUT_S:g} second is needed (a "
+                                 "rank's store connection alone takes longer)")
     return value
 
 

@@ -11,14 +11,15 @@ COMMANDS = (["allreduce"], ["locate"], ["replay", "no-such-trace"], ["doctor"], 
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
-@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "0.001"])
 def test_a_timeout_that_is_not_positive_is_one_line_and_exit_2(command, value, capsys):
     with pytest.raises(SystemExit) as exited:
         main([*command, "--timeout", value])
     assert exited.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
-    assert "--timeout" in err and "positive" in err and "Traceback" not in err
+    assert "--timeout" in err and "Traceback" not in err
+    assert ("at least 1 second" if value == "0.001" else "positive") in err
 
 
 @pytest.mark.parametrize("command", [["locate"], ["replay"], ["allreduce"], ["import", "osu"]],
