@@ -257,7 +257,16 @@ def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job,
 
 
 def _step_rows(replayed: dict) -> list[dict]:
-    return [{"rank": rank, "index": s["index"], "step": s["step"], "wall_s": s["wall_s"],
-             "calls": len(s["calls"]), "calls_s": sum(max(0.0, e - i) for _, i, e, _ in
-                                                      s["calls"])}
-            for rank, result in sorted(replayed.items()) for s in result.steps]
+    """Per rank and replayed step: its wall, its calls' time, and the bytes its calls handed
+    torch (each call's largest buffer; an all-to-all's bytes sent and received)."""
+    rows = []
+    for rank, result in sorted(replayed.items()):
+        for s in result.steps:
+            calls = [(*c, None, None)[:6] for c in s["calls"]]
+            rows.append({"rank": rank, "index": s["index"], "step": s["step"],
+                         "wall_s": s["wall_s"], "calls": len(calls),
+                         "calls_s": sum(max(0.0, c[2] - c[1]) for c in calls),
+                         "bytes": sum(int(c[3]) for c in calls),
+                         "sent_bytes": sum(int(c[4] or 0) for c in calls),
+                         "received_bytes": sum(int(c[5] or 0) for c in calls)})
+    return rows

@@ -12,7 +12,9 @@ its caller waited before going on; where an asynchronous work has no future (glo
 irecv) or completes its future at launch (NCCL), a poll thread watches ``is_completed``
 (on NCCL that queries the call's end event), and NCCL's own timing of the kernel
 (``TORCH_NCCL_ENABLE_TIMING=1``, which ``record`` sets) becomes ``dur_ns``. A functional
-collective completes at its ``wait_tensor``.
+collective completes at its ``wait_tensor``, or, where torch's AsyncCollectiveTensor waits
+inside its own dispatch (out of this mode's sight), when the first op that reads the result
+has run.
 
 Steps: each end (``end_step``) is a step-end line in the file as it happens, and the header's
 ``steps_ended`` at a clean exit, so a reader knows the calls after the last end are a tail.
@@ -92,6 +94,13 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.open_sync:
             self._close_sync()
+        if self.functional:  # an op that reads a functional collective's result waits for it
+            consumed = self._consumed(args, kwargs)
+            if consumed:
+                out = self.__torch_dispatch__(func, types, args, kwargs)
+                for call in consumed:
+                    _complete(call)
+                return out
         kind = self.kinds.get(func, False)
         if kind is False:
             kind = self._kind(func)
@@ -137,6 +146,8 @@ class Recorder(TorchDispatchMode):
             out_numel = in_numel * int(bound.get(kind.gather_factor) or size)
         if kind.scatter_factor:
             out_numel = in_numel // max(1, int(bound.get(kind.scatter_factor) or size))
+        if kind.functional and kind.op == "alltoall":  # its split sizes decide what comes back
+            out_numel = numel(out)
         call = trace_format.Call(
             seq=len(self.calls), pg=pg, op=kind.op, dtype=dtype_name(first(bound, kind.inputs)),
             in_numel=in_numel, out_numel=out_numel, step=self.step,
@@ -185,6 +196,19 @@ class Recorder(TorchDispatchMode):
             else:
                 still.append((thread, call))
         self.open_sync = still
+
+    def _consumed(self, args: tuple, kwargs: dict) -> list[trace_format.Call]:
+        """The functional calls whose results this op reads, still wrapped (torch's
+        AsyncCollectiveTensor waits inside its own dispatch, where this mode does not see the
+        ``wait_tensor``): they are complete once the op has run. The calls leave the
+        waiting list now, so the op runs through the mode as any other."""
+        found = []
+        for value in (*args, *kwargs.values()):
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                elem = getattr(item, "elem", None)
+                if elem is not None and id(elem) in self.functional:
+                    found.append(self.functional.pop(id(elem))[1])
+        return found
 
     def _waited(self, tensor: Any) -> None:
         found = self.functional.pop(id(tensor), None)

@@ -3,7 +3,8 @@
 A collective goes through its descriptor (commbench.collectives), as the sweep's do: the
 descriptor lays out the buffers for the call's size (commbench's convention, the largest
 buffer of the group) and binds the call; the replay only adds ``async_op=True`` where the
-recording saw an asynchronous call, and torch's split sizes where an all-to-all was uneven.
+recording saw an asynchronous call, and, where the recording has an all-to-all's split sizes
+(MoE dispatch and combine), buffers of the recorded rows and those split sizes, exactly.
 send and recv are single messages, which p2p's descriptor (patterns of pairs) does not make:
 they are bound here, with the trace's peer.
 
@@ -11,15 +12,22 @@ Buffers are allocated once per distinct (op, sizes, dtype, group) and filled wit
 reduction of zeros grows, overflows or turns denormal over repeated in-place calls). Calls
 that are in flight at the same time never share a buffer: the binder hands each of them its
 own ``slot``. Every bound call knows the bytes of the tensors it hands torch, which the
-replay checks against the trace before anything is timed.
+replay checks against the trace before anything is timed, and an all-to-all knows the bytes
+it hands torch to send to and receive from each member of its group (``peers``: read off the
+tensors and split sizes it hands torch), which the replay checks against the recorded split
+sizes.
 
-``COMMBENCH_REPLAY_FAULT=halve[:OP]`` (tests only) allocates half the elements for the
-calls of OP (every op when absent), on every rank alike: the check must catch it.
+Faults, for tests only, on every rank alike; the checks must catch them:
+``COMMBENCH_REPLAY_FAULT=halve[:OP]`` allocates half the elements for the calls of OP (every
+op when absent); ``COMMBENCH_REPLAY_FAULT=even`` replays an all-to-all with recorded split
+sizes as an even one of its largest buffer (the bytes per call are the trace's, the bytes per
+peer are not).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +53,17 @@ class Bound:
     call: Call
     issue: Callable[[], Any]
     nbytes: int  # bytes of the largest tensor (or tensor list) handed to torch
+    # an all-to-all's bytes to ("in") and from ("out") each member of the group, as handed
+    # to torch; None for other ops
+    peers: dict[str, list[int]] | None = None
+
+    @property
+    def sent(self) -> int | None:
+        return sum(self.peers["in"]) if self.peers is not None else None
+
+    @property
+    def received(self) -> int | None:
+        return sum(self.peers["out"]) if self.peers is not None else None
 
     @property
     def is_async(self) -> bool:
@@ -82,6 +101,26 @@ def handed_bytes(issue: Callable) -> int:
     return max(sizes)
 
 
+def handed_peers(issue: Callable, group_size: int) -> dict[str, list[int]] | None:
+    """What a bound ``all_to_all_single(output, input, ...)`` hands torch to receive from
+    (``out``) and send to (``in``) each member of its group, in bytes: the split sizes it
+    passes (rows of dim 0) times the bytes of a row of its tensors, or, without them, the
+    even split torch makes. Read off the call as torch will see it, not off the trace."""
+    args, keywords = list(getattr(issue, "args", ())), getattr(issue, "keywords", {})
+    names = ("output", "input", "output_split_sizes", "input_split_sizes")
+    given = dict(zip(names, args, strict=False))
+    given.update({k: v for k, v in keywords.items() if k in names})
+    found = {}
+    for side, tensor, sizes in (("out", given.get("output"), given.get("output_split_sizes")),
+                                ("in", given.get("input"), given.get("input_split_sizes"))):
+        if not isinstance(tensor, torch.Tensor):
+            return None
+        row = math.prod(tensor.shape[1:]) * tensor.element_size()
+        found[side] = ([int(rows) * row for rows in sizes] if sizes else
+                       [tensor.numel() * tensor.element_size() // group_size] * group_size)
+    return {"in": found["in"], "out": found["out"]}
+
+
 class Binder:
     """Binds a rank's calls: ``groups`` maps a trace group name to (torch group, its global
     ranks in group order)."""
@@ -90,11 +129,15 @@ class Binder:
                  device: str) -> None:
         self.rank, self.groups, self.backend, self.device = rank, groups, backend, device
         self.buffers: dict[tuple, tuple[torch.Tensor, torch.Tensor, Any]] = {}
-        self.halve = _halving(os.environ.get(REPLAY_FAULT_ENV, ""))
+        fault = os.environ.get(REPLAY_FAULT_ENV, "")
+        self.halve = _halving(fault)
+        self.even = fault.strip() == "even"
 
     def bind(self, call: Call, slot: int = 0) -> Bound:
         issue = self._p2p(call, slot) if call.op in P2P else self._collective(call, slot)
-        return Bound(call, issue, handed_bytes(issue))
+        peers = (handed_peers(issue, len(self.groups[call.pg][1])) if call.op == "alltoall"
+                 else None)
+        return Bound(call, issue, handed_bytes(issue), peers)
 
     def _elements(self, call: Call, numel: int) -> int:
         return numel // 2 if self.halve is not None and self.halve in ("", call.op) else numel
@@ -131,23 +174,31 @@ class Binder:
             self.buffers[key] = (send, recv, bufs)
         bufs = self.buffers[key][2]
         issue = op.call(ctx, bufs)
-        if call.splits and _uneven(call.splits):
-            issue = self._uneven(issue, call, slot)
+        if _has_splits(call.splits) and not self.even:
+            issue = self._with_splits(issue, call, slot)
         if call.is_async:
             issue = functools.partial(issue.func, *issue.args, **issue.keywords, async_op=True)
         return issue
 
-    def _uneven(self, issue: functools.partial, call: Call, slot: int) -> functools.partial:
-        """An all-to-all with uneven splits: buffers of the trace's exact sizes, torch's split
-        keywords (the descriptor's call splits evenly)."""
-        key = ("splits", call.dtype, call.in_numel, call.out_numel, call.pg, slot)
+    def _with_splits(self, issue: functools.partial, call: Call,
+                     slot: int) -> functools.partial:
+        """An all-to-all the recording has split sizes of (uneven, or even by a caller that
+        passed them): buffers of the recorded rows (the splits count rows of dim 0, of
+        ``row_numel`` elements) and torch's split keywords, as recorded. The descriptor's own
+        call splits its largest buffer evenly, which is another call."""
+        row = call.row_numel
+        key = ("splits", call.dtype, call.in_numel, call.out_numel, row, call.pg, slot)
         if key not in self.buffers:
-            self.buffers[key] = (self._tensor(self._elements(call, call.in_numel), call.dtype),
-                                 self._tensor(self._elements(call, call.out_numel), call.dtype),
-                                 None)
+            self.buffers[key] = tuple(
+                self._tensor(self._elements(call, numel), call.dtype).view(-1, row)
+                if self._elements(call, numel) % row == 0 else
+                self._tensor(self._elements(call, numel), call.dtype)
+                for numel in (call.in_numel, call.out_numel)) + (None,)
         inp, out, _ = self.buffers[key]
-        return functools.partial(issue.func, out, inp, output_split_sizes=call.splits["out"],
-                                 input_split_sizes=call.splits["in"], **issue.keywords)
+        return functools.partial(issue.func, out, inp,
+                                 output_split_sizes=list(call.splits.get("out") or []) or None,
+                                 input_split_sizes=list(call.splits.get("in") or []) or None,
+                                 **issue.keywords)
 
 
 def _count(op, call: Call, world: int) -> int:
@@ -160,9 +211,12 @@ def _count(op, call: Call, world: int) -> int:
     return largest
 
 
-def _uneven(splits: dict) -> bool:
-    sides = [list(splits.get(side) or []) for side in ("in", "out")]
-    return any(len(set(side)) > 1 for side in sides)
+def _has_splits(splits: dict | None) -> bool:
+    """Whether the recording has an all-to-all's split sizes, on either side. Even splits
+    on both sides could use the even call, but a rank that sends 3 rows to each peer and
+    receives 2 from each is even on both sides and no even call of one buffer: the recorded
+    split sizes are always used."""
+    return bool(splits) and any(splits.get(side) for side in ("in", "out"))
 
 
 def _halving(text: str) -> str | None:

@@ -1,8 +1,10 @@
 """What a replay reports (SPEC §9): the figures from what the ranks measured.
 
 Per op and dtype and per rank: bytes (commbench's size, the largest buffer) and calls per
-replayed step, and three times per step: in situ (the recording's own call times), replayed
-(issue to completion of each replayed call, summed) and model (each call priced, summed).
+replayed step, for an all-to-all also the bytes a rank sends and receives (its split sizes:
+MoE dispatch and combine are uneven, and their largest buffer says neither), and three times
+per step: in situ (the recording's own call times), replayed (issue to completion of each
+replayed call, summed) and model (each call priced, summed).
 A replayed call's time is its median over the replays of its recorded step (a busy
 machine's spells make single timings heavy-tailed: on the 2-core VM one replay of a 1 MiB
 allreduce read 31 ms among 0.5 ms ones; the median is the headline, as everywhere in
@@ -22,11 +24,15 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from commbench.core.sizes import format_size
 from commbench.replay.plan import Price, ReplayPlan, calls_by_seq
 from commbench.results.trace import Call, Trace
 
 # SPEC §9's keys of an op, in its order (the extra keys follow)
 SPEC_KEYS = ("op", "dtype", "bytes", "calls", "in_situ_s", "replayed_s", "model_s")
+# what a step moves, recorded and replayed (the replay must match the trace exactly)
+COUNTS = ("bytes", "calls", "replayed_bytes", "replayed_calls", "sent_bytes",
+          "received_bytes", "replayed_sent_bytes", "replayed_received_bytes")
 
 
 @dataclass
@@ -55,6 +61,12 @@ class OpFigures:
     calls: float = 0.0
     replayed_bytes: float = 0.0
     replayed_calls: float = 0.0
+    # an all-to-all's bytes sent and received (the trace's split sizes, and what the replay
+    # handed torch); not reported for other ops
+    sent_bytes: float = 0.0
+    received_bytes: float = 0.0
+    replayed_sent_bytes: float = 0.0
+    replayed_received_bytes: float = 0.0
     in_situ_s: float = 0.0
     replayed_s: float = 0.0
     model_s: float | None = 0.0
@@ -65,7 +77,12 @@ class OpFigures:
     calls_range: tuple[int, int] = (0, 0)  # fewest and most calls in a replayed step
 
     def figures(self) -> dict:
-        return {"op": self.op, "dtype": self.dtype, "bytes": self.bytes, "calls": self.calls,
+        moves = self.op == "alltoall"
+        return {"sent_bytes": self.sent_bytes if moves else None,
+                "received_bytes": self.received_bytes if moves else None,
+                "replayed_sent_bytes": self.replayed_sent_bytes if moves else None,
+                "replayed_received_bytes": self.replayed_received_bytes if moves else None,
+                "op": self.op, "dtype": self.dtype, "bytes": self.bytes, "calls": self.calls,
                 "in_situ_s": self.in_situ_s if self.timed else None,
                 "replayed_s": self.replayed_s, "model_s": self.model_s,
                 "replayed_bytes": self.replayed_bytes, "replayed_calls": self.replayed_calls,
@@ -118,6 +135,10 @@ def rank_figures(trace: Trace, result: RankResult,
             fig = of(call)
             fig.bytes += weight * call.size_bytes
             fig.calls += weight
+            peers = call.peer_bytes(len(trace.groups[call.pg].ranks))
+            if peers is not None:
+                fig.sent_bytes += weight * sum(peers["in"])
+                fig.received_bytes += weight * sum(peers["out"])
             fig.step_calls[step] = fig.step_calls.get(step, 0) + 1
             # A call the recording saw no completion of (a recorder cut short at exit) is
             # left out of in situ and counted, rather than hiding the op's whole figure.
@@ -131,14 +152,18 @@ def rank_figures(trace: Trace, result: RankResult,
                 fig.model_s + weight * cost
             fig.sources.add(source)
         durations: dict[int, list[float]] = {}
-        handed: dict[int, int] = {}
+        handed: dict[int, tuple] = {}
         for run in runs:
-            for seq, issue, end, nbytes in run["calls"]:
+            for seq, issue, end, nbytes, *moved in run["calls"]:
                 durations.setdefault(int(seq), []).append(max(0.0, end - issue))
-                handed[int(seq)] = int(nbytes)
+                handed[int(seq)] = (int(nbytes), *(moved or (None, None)))
         for seq, times in durations.items():
             fig = of(by_seq[seq])
-            fig.replayed_bytes += weight * handed[seq]
+            nbytes, sent, received = handed[seq]
+            fig.replayed_bytes += weight * nbytes
+            if sent is not None:
+                fig.replayed_sent_bytes += weight * sent
+                fig.replayed_received_bytes += weight * received
             fig.replayed_calls += weight
             fig.replayed_s += weight * statistics.median(times)
     for fig in figures.values():  # an op some replayed steps lack: said, not hidden in a mean
@@ -167,14 +192,16 @@ def summarise(trace: Trace, plan: ReplayPlan, results: dict[int, RankResult],
         mine = [f.figures() for figures in per_rank.values() for key, f in figures.items()
                 if key == (op, dtype)]
         row = {"op": op, "dtype": dtype}
-        for name in ("bytes", "calls", "replayed_s", "model_s", "replayed_bytes",
-                     "replayed_calls"):
+        for name in ("bytes", "calls", "replayed_s", "model_s", *COUNTS[2:]):
             row[name] = _mean([m[name] for m in mine])
-        for name in ("bytes", "calls", "replayed_bytes", "replayed_calls"):
+        for name in COUNTS:
             row[name] = _whole(row[name])
         # in situ: the mean over the ranks the recording timed the op on
         row["in_situ_s"] = _mean([m["in_situ_s"] for m in mine if m["in_situ_s"] is not None])
         row["ranks"] = len(mine)
+        for name in ("sent", "received"):  # MoE routing: each rank moves its own bytes
+            values = [m[f"{name}_bytes"] for m in mine if m[f"{name}_bytes"] is not None]
+            row[f"{name}_range"] = (min(values), max(values)) if values else None
         row["calls_min"] = min(m["calls_min"] for m in mine)
         row["calls_max"] = max(m["calls_max"] for m in mine)
         row["steps_with_calls"] = sorted({s for m in mine for s in m["steps_with_calls"]})
@@ -238,6 +265,18 @@ def _notes(ops: list[dict], plan: ReplayPlan, replayed: list[int]) -> list[str]:
             notes.append(f"{row['op']} {row['dtype']}: the replay moved {row['replayed_bytes']} "
                          f"bytes in {row['replayed_calls']} calls per step, the trace "
                          f"{row['bytes']} in {row['calls']}")
+        elif _differs(row.get("sent_bytes"), row.get("replayed_sent_bytes")) or _differs(
+                row.get("received_bytes"), row.get("replayed_received_bytes")):
+            notes.append(f"{row['op']} {row['dtype']}: the replay moved "
+                         f"{row['replayed_sent_bytes']} bytes sent and "
+                         f"{row['replayed_received_bytes']} received per step, the trace "
+                         f"{row['sent_bytes']} and {row['received_bytes']}")
+        if row.get("sent_bytes") is not None and (row["sent_bytes"], row["received_bytes"]) != (
+                row["bytes"], row["bytes"]):
+            notes.append(f"{row['op']} {row['dtype']}: split sizes replayed as recorded; a "
+                         f"rank sends {_spread(row['sent_range'])} and receives "
+                         f"{_spread(row['received_range'])} a step (bytes/step adds each "
+                         "call's largest buffer)")
         if row["in_situ_s"] is None:
             notes.append(f"{row['op']} {row['dtype']}: the trace has no completion times, so "
                          "no in-situ time")
@@ -251,6 +290,20 @@ def _notes(ops: list[dict], plan: ReplayPlan, replayed: list[int]) -> list[str]:
     if plan.gaps:
         notes.append("--gaps recorded: each call waited for the compute time recorded before it")
     return notes
+
+
+def _differs(recorded: float | None, replayed: float | None) -> bool:
+    """Means over steps of whole bytes: equal up to the rounding of the means (each call's
+    bytes were checked exactly before timing)."""
+    if recorded is None or replayed is None:
+        return recorded is not replayed
+    return abs(recorded - replayed) > 1e-9 * max(1.0, abs(recorded))
+
+
+def _spread(low_high: tuple[float, float]) -> str:
+    """A per-step figure's range over the ranks, in bytes (``54.4KB-72.6KB``)."""
+    low, high = (f"{format_size(int(round(value)))}B" for value in low_high)
+    return low if low == high else f"{low}-{high}"
 
 
 def _steps_text(steps: list[int]) -> str:

@@ -6,7 +6,9 @@ in replay order, the waits of ``--gaps recorded``, the distinct calls to time al
 1. groups: every rank makes every group of the trace, in one global order (by members, then
    name), before anything is timed; torch needs every rank in every new_group call.
 2. binding: each step's calls get their buffers (replay.calls) and the bytes each hands
-   torch are checked against the trace; a difference fails the run before any timing.
+   torch are checked against the trace, and for an all-to-all the bytes it sends to and
+   receives from each member of the group against the recorded split sizes; a difference
+   fails the run before any timing.
 3. warm-up: the first step of the plan, untimed.
 4. the steps: ranks meet at a barrier (outside the timing), then each call is issued in the
    recorded order. Asynchronous calls (as recorded) are issued with ``async_op=True`` and
@@ -128,6 +130,11 @@ class _Replayer:
                 raise RankFailure("error", f"replay of call {call.seq} "
                                   f"({call.op} {call.dtype} on group {call.pg}) hands torch "
                                   f"{bound.nbytes} bytes, the trace says {call.size_bytes}")
+            recorded = call.peer_bytes(len(self.groups[call.pg][1]))
+            if bound.peers != recorded:
+                raise RankFailure("error", f"replay of call {call.seq} "
+                                  f"({call.op} {call.dtype} on group {call.pg}) hands torch "
+                                  f"{_peers(bound.peers)}, the trace says {_peers(recorded)}")
 
     def step(self, index: int, step: int) -> dict:
         """One recorded step replayed (index -1: the warm-up); its wall and calls."""
@@ -168,7 +175,7 @@ class _Replayer:
         self.current = ""
         return {"index": index, "step": step, "wall_s": wall / 1e9,
                 "calls": [[b.call.seq, (issued[i] - start) / 1e9, (ended[i] - start) / 1e9,
-                           b.nbytes] for i, b in enumerate(bounds)]}
+                           b.nbytes, b.sent, b.received] for i, b in enumerate(bounds)]}
 
     def _wait(self, pending: list, ended: list[int]) -> None:
         for i, work, stamped in pending:
@@ -217,6 +224,12 @@ class _Replayer:
     def _diagnosed(self):
         return diagnosed(lambda: self.position, self.session.watch, self.job.timeout,
                          detail=lambda: self.current, passing=(Interrupted,))
+
+
+def _peers(peers: dict | None) -> str:
+    if peers is None:
+        return "no bytes per peer"
+    return (f"bytes per peer {peers['in']} to send and {peers['out']} to receive")
 
 
 def _slots(calls: list[Call]) -> list[tuple[Call, int]]:

@@ -123,6 +123,32 @@ class Call:
         return max(self.in_numel, self.out_numel) * self.itemsize
 
     @property
+    def row_numel(self) -> int:
+        """Elements per row of an all-to-all's split sizes, which count rows of dim 0 (a
+        token's hidden vector in MoE code): from the side that moves something, 1 where
+        neither does."""
+        for side, numel in (("in", self.in_numel), ("out", self.out_numel)):
+            rows = sum((self.splits or {}).get(side) or [])
+            if rows > 0:
+                return max(1, numel // rows)
+        return 1
+
+    def peer_bytes(self, group_size: int) -> dict[str, list[int]] | None:
+        """An all-to-all's bytes to and from each member of its group, in group order: ``in``
+        what this rank sends each, ``out`` what it receives from each. From the recorded split
+        sizes (rows of ``row_numel`` elements); a side recorded without them is torch's even
+        split. None for other ops."""
+        if self.op != "alltoall" or group_size < 1:
+            return None
+        splits, row = self.splits or {}, self.row_numel * self.itemsize
+        out = {}
+        for side, numel in (("in", self.in_numel), ("out", self.out_numel)):
+            given = splits.get(side) or []
+            out[side] = ([int(rows) * row for rows in given] if given else
+                         [numel * self.itemsize // group_size] * group_size)
+        return out
+
+    @property
     def in_situ_s(self) -> float | None:
         """How long the call took where it was recorded: the device's own timing where the
         backend gave one, else issue to completion; None where neither is known."""
