@@ -135,7 +135,7 @@ class Binder:
 
     def bind(self, call: Call, slot: int = 0) -> Bound:
         issue = self._p2p(call, slot) if call.op in P2P else self._collective(call, slot)
-        peers = (handed_peers(issue, len(self.groups[call.pg][1])) if call.op == "alltoall"
+        peers = (handed_peers(issue, len(self.groups[call.pg][1])) if call.is_alltoall
                  else None)
         return Bound(call, issue, handed_bytes(issue), peers)
 

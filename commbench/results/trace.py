@@ -113,6 +113,11 @@ class Call:
         return self.op == "barrier"
 
     @property
+    def is_alltoall(self) -> bool:
+        """An all-to-all: what it moves is per peer, by its split sizes."""
+        return self.op == "alltoall"
+
+    @property
     def itemsize(self) -> int:
         return ITEMSIZES.get(self.dtype, 4)
 
@@ -138,7 +143,7 @@ class Call:
         what this rank sends each, ``out`` what it receives from each. From the recorded split
         sizes (rows of ``row_numel`` elements); a side recorded without them is torch's even
         split. None for other ops."""
-        if self.op != "alltoall" or group_size < 1:
+        if not self.is_alltoall or group_size < 1:
             return None
         splits, row = self.splits or {}, self.row_numel * self.itemsize
         out = {}
