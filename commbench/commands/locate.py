@@ -252,20 +252,12 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
 
 
 def _add_to_history(output: LocateOutput, path: Path, failed: bool) -> None:
-    """``--history``: the run's per-entity ratios go into the store (SPEC §11). A failed run
-    keeps its own exit code; the store's trouble is then only a warning."""
-    if not output.history:
-        return
-    from commbench.core.errors import CommbenchError
-    from commbench.history import add_finished_run
-    from commbench.output.console import say
+    """``--history``: the run goes into the store as it ended (SPEC §11)."""
+    if output.history:
+        from commbench.history import add_ended_run
+        from commbench.output.console import say
 
-    try:
-        say(add_finished_run(output.history, path))
-    except CommbenchError as error:
-        if not failed:
-            raise
-        say(f"warning: the run was not added to {output.history}: {error}")
+        add_ended_run(output.history, path, failed, say)
 
 
 def _one_node(env) -> bool:

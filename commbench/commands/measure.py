@@ -145,20 +145,12 @@ def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
 
 
 def _add_to_history(output: OutputSpec, path: Path, failed: bool) -> None:
-    """``--history``: the run goes into the store as it ended (partial runs as partial). A
-    failed run keeps its own exit code, the store's trouble is then only a warning."""
-    if not output.history:
-        return
-    from commbench.core.errors import CommbenchError
-    from commbench.history import add_finished_run
-    from commbench.output.console import say
+    """``--history``: the run goes into the store as it ended (SPEC §11)."""
+    if output.history:
+        from commbench.history import add_ended_run
+        from commbench.output.console import say
 
-    try:
-        say(add_finished_run(output.history, path))
-    except CommbenchError as error:
-        if not failed:
-            raise
-        say(f"warning: the run was not added to {output.history}: {error}")
+        add_ended_run(output.history, path, failed, say)
 
 
 def _run_local(spec: MeasureSpec, sink, world: int, folder: Path) -> None:

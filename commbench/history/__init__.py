@@ -11,6 +11,7 @@ runners that never measure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["add_finished_run", "add_runs", "check_store_url"]
@@ -44,6 +45,20 @@ def add_finished_run(url: str, folder: Path, *, cluster: str | None = None,
     text the user sees. A partial run is stored as partial: shown, never a baseline.
     """
     return add_runs(url, [folder], cluster=cluster, commit=commit)[-1]
+
+
+def add_ended_run(url: str, folder: Path, failed: bool, say: Callable[[str], None]) -> None:
+    """``--history`` at the end of a measuring or locate run: add it and ``say`` the line. A
+    failed run keeps its own exit code, so the store's trouble is then only a warning; after
+    a run that succeeded it is raised (exit 2 or 3)."""
+    from commbench.core.errors import CommbenchError
+
+    try:
+        say(add_finished_run(url, folder))
+    except CommbenchError as error:
+        if not failed:
+            raise
+        say(f"warning: the run was not added to {url}: {error}")
 
 
 def check_store_url(url: str) -> None:
