@@ -16,8 +16,13 @@ def register(app: typer.Typer) -> None:
     @app.command("locate")
     def locate(
         level: Optional[str] = typer.Option(  # noqa: UP045
-            None, "--level", help="gpu (each rank), node (a node's ranks together) or rail "
-            "(local rank r of every node); default gpu on one node, node on several."),
+            None, "--level", help="gpu (each rank), node (a node's ranks together), rail "
+            "(local rank r of every node) or switch (nodes grouped by leaf: needs --topology); "
+            "default gpu on one node, node on several."),
+        topology: Optional[str] = typer.Option(  # noqa: UP045
+            None, "--topology", metavar="FILE", help="Where hosts sit: 'host leaf [spine]' "
+            "lines or a SLURM topology.conf; a leaf slow only across leaves is named "
+            "'bad switch'."),
         rounds: str = typer.Option(
             DEFAULTS.rounds, "--rounds", help="full (every pair: N-1 rounds of N/2 concurrent "
             "pairs), quick (a few seeded rounds) or K."),
@@ -61,7 +66,7 @@ def register(app: typer.Typer) -> None:
         spec = LocateSpec(level=level.lower() if level else None, rounds=parse_rounds(rounds),
                           small=small, large=large, confirm=confirm,
                           min_effect=parse_effect(min_effect), nproc=nproc, timeout=timeout,
-                          backend=backend, seed=seed)
+                          backend=backend, seed=seed, topology_file=topology)
         output = LocateOutput(out=out, name=name, force=force, json_out=json_out, history=history,
                               command_line=tuple(sys.argv))
         raise typer.Exit(run_locate(spec, output))

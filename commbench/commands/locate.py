@@ -41,6 +41,7 @@ from commbench.results.locate import (
 from commbench.specs.locate import LEVELS, LocateOutput, LocateSpec, MinEffect
 
 NOT_MEASURED = "not measured"  # an entity no completed pair measured (entities.csv)
+GROUPS = ("link", "switch")  # suspects that are not one entity (rows of their own)
 
 if TYPE_CHECKING:
     from commbench.locate.attribution import PairResult
@@ -128,8 +129,47 @@ def follow_up(spec: LocateSpec, found: list[dict], records: list[dict]) -> list:
         return []
     pairs = [pair_result(r) for r in records]
     rounds = confirmation.next_rounds(len(entities), pairs, entities[0].kind, spec.min_effect,
-                                      spec.confirm)
+                                      spec.confirm, leaves_of(spec, entities))
     return fleet.rank_rounds(entities[0].kind, entities, rounds)
+
+
+def leaves_of(spec: LocateSpec, entities: list) -> tuple[str | None, ...]:
+    """Each entity's leaf switch from --topology (empty without one)."""
+    if not spec.topology:
+        return ()
+    from commbench.locate.topology import Topology, entity_leaves
+
+    return tuple(entity_leaves(Topology.from_rows(spec.topology), entities))
+
+
+def read_topology(spec: LocateSpec, env) -> LocateSpec:
+    """--topology FILE read (one line of error for a bad one, before anything starts), and
+    checked against the run's hosts where they are known now: this host for local ranks, the
+    SLURM node list under srun; under other launchers only the ranks know them."""
+    if spec.topology_file is None:
+        if spec.level == "switch":
+            raise UsageError("--level switch needs --topology FILE: which leaf switch each "
+                             "host is under ('host leaf [spine]' lines or a SLURM "
+                             "topology.conf)")
+        return spec
+    from commbench.locate import topology
+
+    found = topology.read(spec.topology_file)
+    topology.check_hosts(found, _known_hosts(env))
+    return dataclasses.replace(spec, topology=found.rows())
+
+
+def _known_hosts(env) -> list[str]:
+    if env is None:
+        import socket
+
+        return [socket.gethostname()]
+    nodelist = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
+    if nodelist:
+        from commbench.launch.environment import hostnames
+
+        return hostnames(nodelist)
+    return []
 
 
 def verdict_code(spec: LocateSpec, found: list[dict], records: list[dict]) -> int:
@@ -173,7 +213,6 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
     from commbench import collectives, results
     from commbench.launch import detect
     from commbench.launch.backends import resolve_backends
-    from commbench.locate.rank import LocateJob
     from commbench.output.console import say
 
     env = detect()
@@ -181,8 +220,10 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
         raise UsageError(f"--nproc cannot be used under {env.launcher}: it already started "
                          f"{env.world} ranks")
     if spec.level is not None and spec.level not in LEVELS:
-        raise UsageError(f"bad --level {spec.level!r}: gpu, node or rail")
-    if spec.level in ("node", "rail") and _one_node(env):
+        raise UsageError(f"bad --level {spec.level!r}: gpu, node, rail or switch (with "
+                         "--topology)")
+    spec = read_topology(spec, env)
+    if spec.level in ("node", "rail", "switch") and _one_node(env):
         raise UsageError(f"--level {spec.level} needs several nodes, and every rank of this "
                          "run is on one: use --level gpu (the default here)")
     if spec.confirm < 0:
@@ -199,6 +240,8 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
     if world < 2:
         raise UsageError(f"locate needs at least 2 ranks to pair (got {world})")
     device = "cuda" if backend == "nccl" else "cpu"
+    from commbench.locate.rank import LocateJob  # torch: after the input is known good
+
     large_window = 1 if spec.large >= 4 << 20 else 8
     job = LocateJob(op=collectives.get("p2p"), pattern="bidir", backend=backend, device=device,
                     small=spec.small, large=spec.large, timeout=spec.timeout,
@@ -323,7 +366,8 @@ def finish(path: Path, spec: LocateSpec, output: LocateOutput, error: str,
             "confirm_rounds": view["confirm_rounds"], "large": format_size(spec.large),
             "small": format_size(spec.small), "min_effect": spec.min_effect.words(),
             "z_limit": Z_LIMIT, "backend": backend, "status": status,
-            "measured_pairs": view["measured_pairs"]}
+            "measured_pairs": view["measured_pairs"],
+            "leaves": len({leaf for leaf in view["leaves"] if leaf is not None})}
     meta.update(status=status, error=error or None, end_time=results.now(),
                 suspects=view["suspects"], transient=view["transient"])
     writer = results.RunWriter(path)
@@ -371,14 +415,16 @@ def findings(found: list, records: list[dict], spec: LocateSpec) -> dict:
     empty = {"suspects": [], "transient": [], "entities": [], "attribution": None,
              "main_pairs": len(main), "rounds": len({p.round for p in main}),
              "measured_pairs": sum(1 for p in pairs if p.status in ("ok", "wrong")),
-             "confirm_rounds": len({p.round for p in pairs if p.phase == "confirm"})}
+             "confirm_rounds": len({p.round for p in pairs if p.phase == "confirm"}),
+             "leaves": leaves_of(spec, found)}
     if n < 2 or not main:
         return dict(empty, entities=[_unmeasured_row(e) for e in found])
     kind = found[0].kind
-    decided = confirmation.judge(n, pairs, kind, spec.min_effect, names, spec.confirm)
+    decided = confirmation.judge(n, pairs, kind, spec.min_effect, names, spec.confirm,
+                                 empty["leaves"])
     attribution = decided.attribution
     # A candidate whose pooled evidence came out ok is no suspect (its entity row says ok).
-    judged = [s for s in decided.suspects if s.verdict != "ok" or s.kind != "link"]
+    judged = [s for s in decided.suspects if s.verdict != "ok" or s.kind not in GROUPS]
     judged += locate.hung_suspects(pairs, names)
     judged += locate.wrong_suspects(n, pairs, names, kind)
     rows = [_suspect_row(s, found) for s in judged]
@@ -391,7 +437,9 @@ def findings(found: list, records: list[dict], spec: LocateSpec) -> dict:
 
 def _suspect_row(s, found: list) -> dict:
     ends = [found[e] for e in s.entities]
-    return {"kind": s.kind, "entity": " - ".join(e.name for e in ends),
+    # a switch is its leaf (hosts: the leaf's), a link its two ends
+    return {"kind": s.kind, "entity": s.name if s.kind == "switch"
+            else " - ".join(e.name for e in ends),
             "entities": list(s.entities),
             "ranks": sorted({r for e in ends for r in e.ranks}),
             "hosts": list(dict.fromkeys(h for e in ends for h in e.hosts)),
@@ -415,7 +463,7 @@ def _ratio_interval(s) -> list[float]:
 
 def _entity_rows(found: list, attribution, judged) -> list[dict]:
     busbw, lat = attribution.scores["busbw"], attribution.scores["lat"]
-    verdicts = {s.entities[0]: s for s in judged if s.kind != "link"}
+    verdicts = {s.entities[0]: s for s in judged if s.kind not in GROUPS}
     rows = []
     for e in found:
         s = verdicts.get(e.index)
@@ -434,12 +482,14 @@ def _entity_rows(found: list, attribution, judged) -> list[dict]:
             "confirmed": f"{s.confirmed[0]}/{s.confirmed[1]}" if s else "",
             "verdict": s.verdict if s else "ok"})
     for s in judged:
-        if s.kind == "link":
+        if s.kind in GROUPS:
             ends = [found[i] for i in s.entities]
-            rows.append({"entity": " - ".join(e.name for e in ends), "kind": "link",
+            name = s.name if s.kind == "switch" else " - ".join(e.name for e in ends)
+            rows.append({"entity": name, "kind": s.kind,
                          "host": ",".join(dict.fromkeys(h for e in ends for h in e.hosts)),
                          "ranks": ",".join(str(r) for e in ends for r in e.ranks),
-                         "partners": 1, "busbw_ratio": s.busbw_ratio, "busbw_z": s.z,
+                         "partners": s.slow_with[1] if s.kind == "switch" else 1,
+                         "busbw_ratio": s.busbw_ratio, "busbw_z": s.z,
                          "lat_ratio": s.lat_ratio, "lat_z": s.z,
                          "votes": f"{s.slow_with[0]}/{s.slow_with[1]}",
                          "confirmed": f"{s.confirmed[0]}/{s.confirmed[1]}",
@@ -460,7 +510,7 @@ def good_hosts(found: list, entity_rows: list[dict], suspects: list[dict]) -> li
     and on no entity or suspect that did not pass (bad, hung, inconclusive, not measured).
     A host the run never measured is not good: it is unknown."""
     passed = {"ok", "transient"}
-    verdicts = {r["entity"]: r["verdict"] for r in entity_rows if r["kind"] != "link"}
+    verdicts = {r["entity"]: r["verdict"] for r in entity_rows if r["kind"] not in GROUPS}
     failed = {h for s in suspects for h in s["hosts"]}
     failed |= {h for e in found if verdicts.get(e.name, NOT_MEASURED) not in passed
                for h in e.hosts}
@@ -489,8 +539,12 @@ def _write_files(path: Path, found: list, records: list[dict], view: dict, head:
     for metric in ("busbw", "lat"):
         write_matrix(path / f"matrix_{metric}.csv", locate.matrix(n, pairs, metric, False),
                      labels)
-    bad_entities = sorted({i for s in view["suspects"] if s["kind"] != "link"
+    bad_entities = sorted({i for s in view["suspects"] if s["kind"] not in GROUPS
                            for i in s["entities"]})
+    groups = None
+    if view["leaves"]:  # rows and columns by leaf, a suspect switch's leaf named in red
+        groups = heatmap.Groups(view["leaves"], frozenset(
+            s["entity"] for s in view["suspects"] if s["kind"] == "switch"))
     links = [tuple(s["entities"]) for s in view["suspects"] if s["kind"] == "link"]
     titles = {"busbw": f"busbw of each pair (fastest decile of calls, {head['large']}B)",
               "lat": f"latency of each pair (fastest call, {head['small']}B)"}
@@ -500,7 +554,8 @@ def _write_files(path: Path, found: list, records: list[dict], view: dict, head:
             heatmap.heatmap(path / f"heatmap_{metric}.png", locate.matrix(n, pairs, metric),
                             labels, f"locate: {titles[metric]} / fleet median", slower_high,
                             bad_entities, links,
-                            [r[column] for r in view["entities"] if r["kind"] != "link"])
+                            [r[column] for r in view["entities"] if r["kind"] not in GROUPS],
+                            groups)
     bad_hosts = list(dict.fromkeys(h for s in view["suspects"] if s["verdict"].startswith("bad")
                                    or s["verdict"] == "hung" for h in s["hosts"]))
     (path / "bad-hosts.txt").write_text("".join(f"{h}\n" for h in bad_hosts))

@@ -21,7 +21,13 @@ Attribution, and why each step:
   machine is too noisy for a z to gate the retest (a real 1.4x link read z -2 and was never
   retested); the z that decides is the pooled one (locate.confirmation). The robust z here
   (MAD, with a floor: a noise-free fleet's MAD is 0) orders the metrics and is reported;
-- a link = a pair slow beyond what its two ends' scores explain, both ends otherwise normal.
+- a link = a pair slow beyond what its two ends' scores explain, both ends otherwise normal;
+- with a topology (each entity's leaf switch), a switch = a leaf whose pairs across leaves are
+  slow while its pairs inside the leaf are normal: its uplink, not its hosts one by one (each
+  of them is slow with most partners, so each is also an entity candidate, which the switch
+  replaces). Leaves are scored like entities, each pair across leaves counting for the leaf
+  at both of its ends, with the pairs of leaves already suspect left out once known (a good
+  leaf's pairs with two bad leaves of four are 2/3 slow).
 """
 
 from __future__ import annotations
@@ -38,7 +44,8 @@ from commbench.specs.locate import MinEffect
 Z_LIMIT = 3.5  # robust z beyond which an entity or a link is an outlier (Iglewicz & Hoaglin)
 MAD_TO_SIGMA = 1.4826  # MAD x this = sigma for normal data
 SCALE_FLOOR = 0.01  # sigma floor in log units (1 %): a noise-free fleet's MAD is 0
-BAD_VERDICTS = ("bad gpu", "bad node", "bad rail", "bad link")
+BAD_VERDICTS = ("bad gpu", "bad node", "bad rail", "bad link", "bad switch")
+GROUPS = ("link", "switch")  # suspect kinds that are not one entity
 Effect = MinEffect | float  # a float: the same share for every metric
 METRICS = ("busbw", "lat", "both")  # both: the mean of the two log speeds (entities only)
 MIN_ROUND_PAIRS = 3  # pairs a round needs for its median to be removed
@@ -180,8 +187,8 @@ class MetricScores:
 class Suspect:
     """An entity or a link the matrix points at, then what its confirmation found."""
 
-    kind: str  # gpu | node | rail | link
-    entities: tuple[int, ...]  # one entity, or a link's two ends
+    kind: str  # gpu | node | rail | link | switch
+    entities: tuple[int, ...]  # one entity, a link's two ends, or a switch's entities
     metric: str  # busbw | lat: the one that flagged it (busbw first)
     busbw_ratio: float  # to the fleet median (< 1: slower)
     lat_ratio: float  # to the fleet median (> 1: slower)
@@ -196,16 +203,21 @@ class Suspect:
     pooled_z: float = float("nan")
     verdict: str = ""
     evidence: str = ""
+    name: str = ""  # a switch's leaf
 
 
 @dataclass
 class Attribution:
     scores: dict[str, MetricScores]
     suspects: list[Suspect] = field(default_factory=list)
+    leaves: tuple[str | None, ...] = ()  # each entity's leaf (--topology), else empty
 
     @property
     def candidates(self) -> set[int]:
-        return {s.entities[0] for s in self.suspects if s.kind != "link"}
+        """Entities in question: candidate entities and every entity behind a candidate
+        switch."""
+        return {e for s in self.suspects if s.kind != "link"
+                for e in (s.entities if s.kind == "switch" else s.entities[:1])}
 
 
 def threshold(min_effect: float) -> float:
@@ -338,9 +350,10 @@ def _flagged(scores: MetricScores, min_effect: Effect) -> set[int]:
 
 
 def attribute(n: int, pairs: Sequence[PairResult], kind: str = "gpu",
-              min_effect: Effect = 0.10, passes: int = 3) -> Attribution:
-    """Candidate entities and links from the main matrix (their retest and verdict:
-    locate.confirmation).
+              min_effect: Effect = 0.10, passes: int = 3,
+              leaves: Sequence[str | None] = ()) -> Attribution:
+    """Candidate entities, switches (``leaves``: each entity's leaf, from --topology) and
+    links from the main matrix (their retest and verdict: locate.confirmation).
 
     Pass 1 scores without round offsets (the median over partners already ignores a slow
     round); later passes remove each round's median over the pairs between non-candidates,
@@ -363,9 +376,81 @@ def attribute(n: int, pairs: Sequence[PairResult], kind: str = "gpu",
         suspects.append(Suspect(kind, (e,), metric, _ratio(scores, "busbw", e),
                                 _ratio(scores, "lat", e), scores[metric].slow_with[e],
                                 scores[metric].z[e]))
-    candidates = {s.entities[0] for s in suspects}
+    found_switches = switches(main, scores, leaves, min_effect) if leaves else []
+    behind = {e for s in found_switches for e in s.entities}
+    # a switch's hosts are not blamed one by one: the switch stands for them
+    suspects = [s for s in suspects if s.entities[0] not in behind] + found_switches
+    candidates = {s.entities[0] for s in suspects if s.kind != "switch"} | behind
     suspects += links(main, scores, candidates, min_effect)
-    return Attribution(scores, suspects)
+    return Attribution(scores, suspects, tuple(leaves))
+
+
+def switches(pairs: Sequence[PairResult], scores: dict[str, MetricScores],
+             leaves: Sequence[str | None], min_effect: Effect) -> list[Suspect]:
+    """Candidate switches: leaves whose pairs across leaves are at least --min-effect slow
+    (their median residual from the round's normal pair), while the pairs inside the leaf are
+    not even half that slow (a slow host inside a leaf makes some of both slow, a bad uplink
+    only those across). A leaf with no pair inside measured cannot be told from its hosts and
+    stays with them. Leaves already suspect are left out of the others' pairs across from the
+    second pass on (one bad leaf of four made the good ones' pairs across 1/3 slow; two bad,
+    2/3); a leaf left with no such pair keeps what the pass before said (two leaves: each the
+    other's only partner)."""
+    members: dict[str, list[int]] = {}
+    for entity, leaf in enumerate(leaves):
+        if leaf is not None:
+            members.setdefault(leaf, []).append(entity)
+    if len(members) < 2:
+        return []
+
+    def residuals(metric: str, leaf: str, exclude: set[str]) -> tuple[list[float], list[float]]:
+        s = scores[metric]
+        across, inside = [], []
+        for p in pairs:
+            value = p.speed(metric)
+            if p.status != "ok" or not math.isfinite(value):
+                continue
+            ends = (leaves[p.a], leaves[p.b])
+            if leaf not in ends or None in ends:
+                continue
+            residual = value - s.center - s.round_offset.get(p.round, 0.0)
+            if ends[0] == ends[1]:
+                inside.append(residual)
+            elif (ends[1] if ends[0] == leaf else ends[0]) not in exclude:
+                across.append(residual)
+        return across, inside
+
+    flagged: dict[str, dict[str, tuple[float, float, int, int]]] = {m: {} for m in METRICS}
+    effects: dict[str, dict[str, float]] = {m: {} for m in METRICS}  # across, every leaf
+    for metric in METRICS:
+        slow = limit(min_effect, metric)
+        suspect: set[str] = set()
+        for _ in range(3):
+            found: dict[str, tuple[float, float, int, int]] = {}
+            for leaf in members:
+                across, inside = residuals(metric, leaf, suspect - {leaf})
+                if not across and leaf in suspect:
+                    across, inside = residuals(metric, leaf, set())
+                if not across or not inside:
+                    continue
+                effect, within = float(np.median(across)), float(np.median(inside))
+                effects[metric][leaf] = effect
+                if effect <= slow and effect < 0 and within > slow / 2:
+                    noise = max(scores[metric].noise, SCALE_FLOOR)
+                    z = effect / (ROUND_SHRINK * noise / math.sqrt(len(across)))
+                    found[leaf] = (effect, z, sum(1 for v in across if v <= slow), len(across))
+            if set(found) == suspect:
+                break
+            suspect = set(found)
+        flagged[metric] = found
+    out = []
+    for leaf in sorted(set().union(*flagged.values())):
+        metric = min((m for m in METRICS if leaf in flagged[m]), key=lambda m: flagged[m][leaf][1])
+        _, z, slow_pairs, count = flagged[metric][leaf]
+        out.append(Suspect("switch", tuple(members[leaf]), metric,
+                           math.exp(effects["busbw"].get(leaf, math.nan)),
+                           math.exp(-effects["lat"].get(leaf, math.nan)), (slow_pairs, count), z,
+                           name=leaf))
+    return out
 
 
 def _ratio(scores: dict[str, MetricScores], metric: str, entity: int) -> float:

@@ -24,6 +24,11 @@ Why pooled and sequential:
   between non-candidates: the latter keeps the systematic differences between pairs (which
   ranks share a core), which repeating one pair cannot average away.
 
+A switch (a leaf under --topology whose pairs across leaves are slow) is an entity made of its
+leaf's entities: its measurements are its pairs across leaves with partners nobody suspects,
+its retests pair its entities in turn with known-good entities of other leaves, and ``bad
+switch`` is decided like any other verdict.
+
 Verdicts: no retest: ``inconclusive`` (no known-good partner); retests not slow (their median
 less than the --min-effect): ``transient`` when the matrix had it beyond 3.5 z, else
 ``ok``; pooled effect below --min-effect: ``ok``; pooled z >= 3.5: ``bad <kind>``; else
@@ -39,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commbench.locate.attribution import (
+    GROUPS,
     MAD_TO_SIGMA,
     ROUND_SHRINK,
     SCALE_FLOOR,
@@ -118,7 +124,7 @@ class Judged:
 # ---- the levels a pair is compared with -------------------------------------------------------
 
 def _tested(attribution: Attribution) -> tuple[set[int], set[tuple[int, int]]]:
-    entities = {s.entities[0] for s in attribution.suspects if s.kind != "link"}
+    entities = attribution.candidates
     links = {tuple(sorted(s.entities)) for s in attribution.suspects if s.kind == "link"}
     return entities, links
 
@@ -240,7 +246,7 @@ def evidence_of(suspect: Suspect, attribution: Attribution, pairs: Sequence[Pair
     for p in pairs:
         if not _is_test_of(suspect, p):
             continue
-        if suspect.kind != "link" and (p.a if p.b == suspect.entities[0] else p.b) in entities:
+        if suspect.kind != "link" and _partner(suspect, p) in entities:
             continue
         value = p.speed(metric)
         if p.status in ("ok", "wrong") and not math.isfinite(value):
@@ -268,7 +274,14 @@ def evidence_of(suspect: Suspect, attribution: Attribution, pairs: Sequence[Pair
 def _is_test_of(suspect: Suspect, p: PairResult) -> bool:
     if suspect.kind == "link":
         return (min(p.a, p.b), max(p.a, p.b)) == tuple(sorted(suspect.entities))
+    if suspect.kind == "switch":  # a pair across the leaf's uplink: one end behind it
+        return (p.a in suspect.entities) != (p.b in suspect.entities)
     return suspect.entities[0] in (p.a, p.b)
+
+
+def _partner(suspect: Suspect, p: PairResult) -> int:
+    """The end of a candidate's pair that is not the candidate (a switch: not behind it)."""
+    return p.b if p.a in suspect.entities[:None if suspect.kind == "switch" else 1] else p.a
 
 
 # ---- the decision -----------------------------------------------------------------------------
@@ -305,16 +318,18 @@ def settled(suspect: Suspect, found: Evidence, min_effect: Effect, confirm: int)
 
 
 def judge(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effect,
-          names: Sequence[str] | None = None, confirm: int = 3) -> Judged:
-    """Every candidate of the matrix with its pooled evidence, verdict and words."""
+          names: Sequence[str] | None = None, confirm: int = 3,
+          leaves: Sequence[str | None] = ()) -> Judged:
+    """Every candidate of the matrix with its pooled evidence, verdict and words
+    (``leaves``: each entity's leaf under --topology, for switches)."""
     names = list(names) if names is not None else [str(e) for e in range(n)]
-    attribution = attribute(n, pairs, kind, min_effect)
+    attribution = attribute(n, pairs, kind, min_effect, leaves=leaves)
     judged = _judge(n, attribution, pairs, min_effect, names, confirm)
     # An entity cleared by its retests is normal after all: a pair of it slow in the matrix
     # (a slow link can make one of its ends look slow) is now a link candidate.
     # (ok only: a transient was far out in the matrix and normal on retest, flaky, and its
     # slow pairs are its flakiness; naming one a link retested it into "bad" on a real run)
-    cleared = {s.entities[0] for s in judged.suspects if s.kind != "link"
+    cleared = {s.entities[0] for s in judged.suspects if s.kind not in GROUPS
                and s.verdict == "ok" and s not in judged.open}
     if cleared:
         entities, known = _tested(attribution)
@@ -393,14 +408,14 @@ def good_partners(n: int, attribution: Attribution) -> list[int]:
 
 
 def next_rounds(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effect,
-                confirm: int) -> list[Round]:
+                confirm: int, leaves: Sequence[str | None] = ()) -> list[Round]:
     """The next batch: ``confirm`` more retests of every open candidate (an entity against
     known-good partners it has not met in a retest yet where there are any, a link its pair),
     packed into rounds beside reference pairs; none when everything has settled. Fewer than 3
     entities: none (of two, either may be the slow one, nobody is known good)."""
     if n < 3 or confirm < 1:
         return []
-    judged = judge(n, pairs, kind, min_effect, confirm=confirm)
+    judged = judge(n, pairs, kind, min_effect, confirm=confirm, leaves=leaves)
     if not judged.open:
         return []
     good = good_partners(n, judged.attribution)
@@ -411,6 +426,9 @@ def next_rounds(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effe
         me = suspect.entities[0]
         if suspect.kind == "link":
             orders.append([_ordered(*suspect.entities)])
+            continue
+        if suspect.kind == "switch":
+            orders.append(_switch_retests(suspect, pairs, good, confirm))
             continue
         met = {p.a if p.b == me else p.b for p in pairs if p.phase == "confirm"
                and me in (p.a, p.b)}
@@ -433,6 +451,19 @@ def next_rounds(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effe
     return pack(tests, references, "confirm", first)[:confirm + 1]
 
 
+def _switch_retests(suspect: Suspect, pairs: Sequence[PairResult], good: Sequence[int],
+                    confirm: int) -> list[tuple[int, int]]:
+    """``confirm`` pairs across a candidate switch's uplink: its entities in turn, each with a
+    known-good entity of another leaf (every non-candidate is one: the leaf's own entities
+    are candidates), going on from where earlier retests left off."""
+    done = sum(1 for p in pairs if p.phase == "confirm" and _is_test_of(suspect, p))
+    inside, outside = suspect.entities, [e for e in good if e not in suspect.entities]
+    if not outside:
+        return []
+    return [_ordered(inside[(done + j) % len(inside)], outside[(done + j) % len(outside)])
+            for j in range(confirm)]
+
+
 def _ordered(a: int, b: int) -> tuple[int, int]:
     return (min(a, b), max(a, b))
 
@@ -440,17 +471,18 @@ def _ordered(a: int, b: int) -> tuple[int, int]:
 def locate_offline(n: int, main: Sequence[Round],
                    measure: Callable[[Sequence[Round]], list[PairResult]], kind: str,
                    min_effect: Effect, confirm: int, follow_ups: int,
-                   names: Sequence[str] | None = None) -> tuple[list[PairResult], Judged]:
+                   names: Sequence[str] | None = None,
+                   leaves: Sequence[str | None] = ()) -> tuple[list[PairResult], Judged]:
     """The whole decision as the ranks run it (locate.rank: the main rounds, then up to
     ``follow_ups`` batches of ``next_rounds``, then ``judge``), with ``measure`` standing in
     for the ranks: for synthetic fleets (tests, locate.simulate)."""
     pairs = list(measure(main))
     for _ in range(follow_ups):
-        more = next_rounds(n, pairs, kind, min_effect, confirm)
+        more = next_rounds(n, pairs, kind, min_effect, confirm, leaves)
         if not more:
             break
         pairs += measure(more)
-    return pairs, judge(n, pairs, kind, min_effect, names, confirm)
+    return pairs, judge(n, pairs, kind, min_effect, names, confirm, leaves)
 
 
 # ---- words ------------------------------------------------------------------------------------
@@ -458,7 +490,8 @@ def locate_offline(n: int, main: Sequence[Round],
 def words(suspect: Suspect, found: Evidence, names: Sequence[str]) -> str:
     """'rank 1 - rank 3: 0.68x [0.61-0.74] the fleet median busbw over 4 exchanges (1 in the
     matrix, 3 retests, slow again 3/3), z -4.2, both ends normal with their other partners'."""
-    who = " - ".join(names[e] for e in suspect.entities)
+    who = (f"switch {suspect.name}" if suspect.kind == "switch"
+           else " - ".join(names[e] for e in suspect.entities))
     if not found.count:
         return f"{who}: not measured against a known-good partner"
     low, high = found.interval
@@ -476,4 +509,7 @@ def words(suspect: Suspect, found: Evidence, names: Sequence[str]) -> str:
             f"{done}), z {found.z:.1f}")
     if suspect.kind == "link":
         text += ", both ends normal with their other partners"
+    if suspect.kind == "switch":
+        text += (f", across leaves; its {len(suspect.entities)} entities normal with each "
+                 "other inside the leaf (its uplink)")
     return text

@@ -5,7 +5,9 @@ pairs run when two entities meet (SPEC §8). Pure: host facts in, entities and r
 - node: the local ranks of one node (the launcher's node rank where it says, else the host),
   two nodes meet rail-parallel: local rank i of one with local rank i of the other;
 - rail: local rank r of every node (one GPU and its NIC), two rails meet across nodes: rail r
-  of node k with rail s of node k+1, so the traffic leaves the node as it does in training.
+  of node k with rail s of node k+1, so the traffic leaves the node as it does in training;
+- switch: the node entities, measured as at node level; --topology groups them by leaf
+  switch and the attribution looks at each leaf's uplink (locate.attribution.switches).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 
 from commbench.locate.attribution import Round
 
-LEVELS = ("gpu", "node", "rail")
+LEVELS = ("gpu", "node", "rail", "switch")
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ def default_level(hosts: Sequence[dict]) -> str:
 
 def entities(level: str, hosts: Sequence[dict]) -> list[Entity]:
     """The entities of ``level`` over ranks described by ``hosts`` (rank order)."""
+    if level == "switch":
+        level = "node"  # a switch is judged from its nodes' pairs
     keys = node_keys(hosts)
     nodes = list(dict.fromkeys(keys))
     local = {key: [r for r, k in enumerate(keys) if k == key] for key in nodes}

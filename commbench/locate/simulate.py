@@ -13,6 +13,10 @@ cluster's 0.05, or what the real runs here measured), then the faults:
 - ``rail``: one NIC of one node: that local rank's pairs slow (a GPU fault, seen from the
   node level; ``rail`` level would name the rail);
 - ``link``: the path between two nodes slow (all their rank pairs, in that meeting only);
+- ``switch``: one leaf switch's uplink slow: every rank pair between a node behind it and a
+  node of another leaf (``leaf_size`` nodes a leaf, the topology handed to the decision as
+  --topology would be), its pairs inside the leaf untouched (its leaf is to be named, none
+  of its nodes);
 - ``congested``: one main round slower for everybody (nobody is to be named);
 - ``many``: 2 % of the nodes slow at once (each is to be named).
 
@@ -30,7 +34,8 @@ from commbench.locate import attribution, confirmation
 from commbench.locate.attribution import PairResult, Round
 from commbench.specs.locate import LocateSpec, MinEffect
 
-FAULTS = ("clean", "gpu", "node", "rail", "link", "congested", "many")
+FAULTS = ("clean", "gpu", "node", "rail", "link", "congested", "many", "switch")
+SWITCH_LEAF = 4  # nodes a leaf where a switch fault is planted without a leaf_size
 QUIET = (0.05, 0.05)  # a quiet cluster's pair noise, (busbw, latency), log units
 
 
@@ -42,6 +47,13 @@ class Fleet:
     fault: str = "clean"
     factor: float = 1.3
     many_share: float = 0.02
+    leaf_size: int = 0  # nodes a leaf switch (0: no topology known; switch faults: 4)
+
+    def leaves(self) -> tuple[str | None, ...]:
+        """Each node's leaf, as --topology would say: consecutive nodes, ``leaf_size`` a
+        leaf (a switch fault without one: SWITCH_LEAF); none without a topology."""
+        size = self.leaf_size or (SWITCH_LEAF if self.fault == "switch" else 0)
+        return tuple(f"leaf{node // size}" for node in range(self.nodes)) if size else ()
 
 
 @dataclass
@@ -50,6 +62,7 @@ class Planted:
 
     slow_gpus: dict[tuple[int, int], float] = field(default_factory=dict)  # (node, gpu)
     slow_links: dict[tuple[int, int], float] = field(default_factory=dict)  # node pair
+    slow_uplinks: dict[str, float] = field(default_factory=dict)  # leaf
     congested: dict[int, float] = field(default_factory=dict)  # main round -> factor
     expected: set[tuple[str, tuple[int, ...]]] = field(default_factory=set)
 
@@ -77,6 +90,12 @@ def plant(fleet: Fleet, rng: np.random.Generator, main: Sequence[Round] = ()) ->
         found.expected.add(("link", link))
     elif fleet.fault == "congested":
         found.congested[0] = 2.0  # the whole first round twice as slow
+    elif fleet.fault == "switch":
+        leaves = fleet.leaves()
+        leaf = leaves[node]
+        found.slow_uplinks[leaf] = fleet.factor
+        found.expected.add(("switch", tuple(e for e, name in enumerate(leaves)
+                                             if name == leaf)))
     elif fleet.fault == "many":
         count = max(1, round(fleet.many_share * fleet.nodes))
         for bad in rng.choice(fleet.nodes, size=count, replace=False):
@@ -92,6 +111,7 @@ def measure(fleet: Fleet, planted: Planted, rounds: Sequence[Round],
     faults on it; the meeting is its slowest rank pair (busbw) and latency."""
     out = []
     gpus = fleet.gpus
+    leaves = fleet.leaves()
     for r in rounds:
         if not r.pairs:
             continue
@@ -104,6 +124,9 @@ def measure(fleet: Fleet, planted: Planted, rounds: Sequence[Round],
                 slow[i, g] = max(planted.slow_gpus.get((a, g), 1.0),
                                  planted.slow_gpus.get((b, g), 1.0))
             slow[i] *= planted.slow_links.get((a, b), 1.0)
+            if leaves and leaves[a] != leaves[b]:  # across an uplink, on both leaves' sides
+                slow[i] *= max(planted.slow_uplinks.get(leaves[a], 1.0),
+                               planted.slow_uplinks.get(leaves[b], 1.0))
         if r.phase == "main":
             slow *= planted.congested.get(r.index, 1.0)
         busbw = (10.0 / slow * noise[0]).min(axis=1)
@@ -130,7 +153,7 @@ def simulate(fleet: Fleet, rounds: str = "quick", seed: int = 0,
     planted = plant(fleet, rng, main)
     pairs, judged = confirmation.locate_offline(
         fleet.nodes, main, lambda more: measure(fleet, planted, more, rng), "node",
-        spec.min_effect, spec.confirm, spec.follow_ups)
+        spec.min_effect, spec.confirm, spec.follow_ups, leaves=fleet.leaves())
     named = {(s.kind, tuple(s.entities)) for s in judged.suspects
              if s.verdict.startswith("bad")}
     retest = len({p.round for p in pairs if p.phase == "confirm"})

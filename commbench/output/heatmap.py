@@ -11,12 +11,17 @@ extremes: a colour then means the same ratio in every run, so a clean fleet look
 0.8x pair looks the same before and after a repair (stretched, a clean run's 1.1x noise
 was painted as deep as a bad node's 0.3x). Ratios beyond are drawn at the end colour and the
 colour bar says so.
+
+With --topology (``Groups``) rows and columns are ordered by leaf switch, leaves are parted by
+black lines and named above the matrix, a suspect switch's name in red: a bad uplink is then a
+red cross of its leaf's rows and columns with a pale square where the leaf meets itself.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +38,32 @@ LEGEND = ("ratio to the fleet median pair (red: slower); fixed scale 0.25x-4x, t
           "in every run")
 
 
+@dataclass(frozen=True)
+class Groups:
+    """Each entity's leaf switch (None: not placed) and the leaves suspected."""
+
+    leaves: Sequence[str | None]
+    bad: frozenset[str] = frozenset()
+
+    def order(self) -> list[int]:
+        """Entities leaf by leaf (leaves in the order they first appear, unplaced last),
+        each leaf's in their own order."""
+        first = {leaf: i for i, leaf in reversed(list(enumerate(self.leaves)))}
+        return sorted(range(len(self.leaves)),
+                      key=lambda e: (self.leaves[e] is None, first[self.leaves[e]], e))
+
+    def spans(self, order: Sequence[int]) -> list[tuple[str | None, int, int]]:
+        """(leaf, first position, last position) along ``order``."""
+        spans: list[tuple[str | None, int, int]] = []
+        for position, e in enumerate(order):
+            leaf = self.leaves[e]
+            if spans and spans[-1][0] == leaf:
+                spans[-1] = (leaf, spans[-1][1], position)
+            else:
+                spans.append((leaf, position, position))
+        return spans
+
+
 def _pyplot():
     import matplotlib
 
@@ -44,12 +75,22 @@ def _pyplot():
 
 def heatmap(path: Path, ratios: np.ndarray, labels: Sequence[str], title: str,
             higher_is_slower: bool, suspects: Sequence[int] = (),
-            links: Sequence[tuple[int, int]] = (), entity_ratios: Sequence[float] = ()) -> Figure:
+            links: Sequence[tuple[int, int]] = (), entity_ratios: Sequence[float] = (),
+            groups: Groups | None = None) -> Figure:
     """Draw ``ratios`` (n x n, NaN = untested) to ``path``; returns the closed figure (a test
     reads its texts and colours)."""
     n = len(labels)
     if n > MAX_MATRIX:
         return _strip(path, entity_ratios, labels, title, higher_is_slower, suspects)
+    spans = []
+    if groups is not None and len(groups.leaves) == n:
+        order = groups.order()
+        where = {e: position for position, e in enumerate(order)}
+        ratios = ratios[np.ix_(order, order)]
+        labels = [labels[e] for e in order]
+        suspects = [where[e] for e in suspects]
+        links = [(where[a], where[b]) for a, b in links]
+        spans = groups.spans(order)
     plt = _pyplot()
     from matplotlib.colors import TwoSlopeNorm
     from matplotlib.patches import Rectangle
@@ -89,12 +130,22 @@ def heatmap(path: Path, ratios: np.ndarray, labels: Sequence[str], title: str,
             if i in suspects:
                 tick.set_color(SUSPECT_COLOUR)
                 tick.set_fontweight("bold")
+    for leaf, first, last in spans:
+        if first:
+            for line in (ax.axhline, ax.axvline):
+                line(first - 0.5, color="black", linewidth=1.5, zorder=5)
+        bad = leaf in groups.bad
+        ax.text((first + last) / 2, -0.6, "(no leaf)" if leaf is None else leaf, ha="center",
+                va="bottom", fontsize=9, zorder=6, clip_on=False,
+                color=SUSPECT_COLOUR if bad else "black", fontweight="bold" if bad else None)
     bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, extend="both")
     bar.set_ticks([math.log2(t) for t in TICKS])
     bar.set_ticklabels([tick_label(t) for t in TICKS])
     bar.set_label(LEGEND)
     note = "hatched: not measured; boxed: a suspect link; red labels: suspects"
-    ax.set_title(f"{title}\n{note}", fontsize=10)
+    if spans:
+        note += "\ngrouped by leaf switch (--topology); a red leaf: a suspect switch"
+    ax.set_title(f"{title}\n{note}", fontsize=10, pad=18 if spans else 6)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -30,7 +30,9 @@ def console_lines(suspects: Sequence[dict], transient: Sequence[dict], head: dic
     """What the console shows: the run in one line, then each suspect with its evidence."""
     lines = [f"# locate: {head['entities']} {head['level']} entities, {head['pairs']} pairs in "
              f"{head['rounds']} rounds (+{head['confirm_rounds']} confirmation), "
-             f"busbw at {head['large']}, latency at {head['small']}"]
+             f"busbw at {head['large']}, latency at {head['small']}"
+             + (f", under {head['leaves']} leaf switches (--topology)" if head.get("leaves")
+                else "")]
     verdict = headline(suspects, transient, head)
     if verdict:
         lines.append(f"# {verdict}")
@@ -93,7 +95,7 @@ def summary_markdown(suspects: Sequence[dict], transient: Sequence[dict], head: 
     headers = ["entity", "hosts", "ranks", "busbw", "z", "latency", "z ", "verdict"]
     rows = [[r["entity"], r["host"], r["ranks"], _ratio(r["busbw_ratio"]),
              _z(r["busbw_z"]), _ratio(r["lat_ratio"]), _z(r["lat_z"]), r["verdict"]]
-            for r in entity_rows if r["kind"] != "link"]
+            for r in entity_rows if r["kind"] not in ("link", "switch")]
     parts += ["## Entities", "", markdown_table(headers, rows), "",
               "heatmap_busbw.png and heatmap_lat.png: every pair as a ratio to the fleet "
               "median pair.", ""]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-LEVELS = ("gpu", "node", "rail")
+LEVELS = ("gpu", "node", "rail", "switch")  # switch: nodes grouped by --topology's leaves
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ class LocateSpec:
     timeout: float = 300.0
     backend: str = "auto"
     seed: int = 0
+    topology_file: str | None = None  # --topology FILE: where hosts sit (read by the command)
+    topology: tuple[tuple[str, str, str], ...] = ()  # (host, leaf, spine) read from it
 
 
 @dataclass(frozen=True)
