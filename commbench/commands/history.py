@@ -223,6 +223,7 @@ def _finding_json(finding) -> dict:
             "index": change.index, **sides, "ratio": round(change.ratio, 4),
             "verdict": finding.verdict, "dtype": key.dtype, "dim": key.dim,
             "variant": key.variant, "metric": key.metric, "p_value": round(change.p_value, 4),
+            "routing": key.routing, "split_id": key.split_id,
             "runs_since": finding.recent}
 
 

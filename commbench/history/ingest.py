@@ -7,6 +7,11 @@ launches, and only the rows over every group (``--per-group`` rows are a finer v
 measurement, which would otherwise be counted twice). Labels come from run.json, overridable
 by the caller: cluster (default the host list), commit (default ``$GITHUB_SHA`` or
 ``$CI_COMMIT_SHA``), torch / NCCL / commbench versions, world size, backend.
+
+A row that names a split matrix (alltoallv's ``split_id``) keeps it in its point with the run's
+routing (``--routing`` as run.json's config holds it): a uniform and a zipf run of one op and
+size move different bytes between different ranks, so they are two series, not one series
+with a step where the routing changed.
 """
 
 from __future__ import annotations
@@ -71,6 +76,11 @@ class Point:
     lat_ci_hi: float | None = None
     busbw_gbps: float | None = None
     algbw_gbps: float | None = None
+    # alltoallv: the routing as written (zipf:1.2, nccl-tests generated) and the split
+    # matrix's id (splits-<id>.csv; "unknown" where an import could not know it). '' for the
+    # ops without one, and for points stored before the store kept them (schema 1).
+    routing: str = ""
+    split_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -151,18 +161,51 @@ def _median(values: list) -> float | None:
     return statistics.median(present) if present else None
 
 
-def sweep_points(rows: list[dict]) -> tuple[Point, ...]:
-    """One point per series of a sweep: --per-group rows left out, --repeat launches pooled."""
+def run_routing(meta: Mapping) -> str:
+    """The routing a run's split matrices were drawn from, as ``--routing`` is written: from
+    run.json's config (a measured run: its op options, where an absent routing is the
+    default, uniform), else run.json's ``routing`` (an import says what it knows), else ''."""
+    config = meta.get("config") if isinstance(meta.get("config"), Mapping) else {}
+    for entry in config.get("op_options") or ():
+        if isinstance(entry, (list, tuple)) and len(entry) == 2 and entry[0] == "routing":
+            return _routing_text(entry[1])
+    return str(meta.get("routing") or "")
+
+
+def _routing_text(value) -> str:
+    """A routing as run.json holds it (collectives.routing.Routing written as an object; None
+    when the option was not given) -> its option text: uniform, zipf:1.2, hot:2:0.5, file:P."""
+    from commbench.collectives.routing import Routing
+
+    if value is None:
+        return "uniform"
+    if isinstance(value, Mapping):
+        try:
+            return Routing(kind=str(value.get("kind") or "uniform"),
+                           exponent=float(value.get("exponent") or 0.0),
+                           hot=int(value.get("hot") or 0),
+                           share=float(value.get("share") or 0.0),
+                           path=str(value.get("path") or "")).text
+        except (TypeError, ValueError):
+            return str(value.get("kind") or "")
+    return str(value)
+
+
+def sweep_points(rows: list[dict], routing: str = "") -> tuple[Point, ...]:
+    """One point per series of a sweep: --per-group rows left out, --repeat launches pooled.
+    ``routing``: the run's (``run_routing``), kept with the points of rows naming a split."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
         if not is_combined(row):
             continue
+        split_id = str(row.get("split_id") or "")
         key = (op_label(row["op"], row.get("pattern")), _variant(row), int(row["size_bytes"]),
                str(row["backend"]), str(row.get("dtype") or ""),
-               int(row.get("world_size") or 0), str(row.get("dim") or ""))
+               int(row.get("world_size") or 0), str(row.get("dim") or ""),
+               routing if split_id else "", split_id)
         groups[key].append(row)
     points = []
-    for key, members in groups.items():
+    for (*key, routed, split_id), members in groups.items():
         lat = _median([r["lat_us_p50"] for r in members])
         if lat is None:
             continue
@@ -170,8 +213,10 @@ def sweep_points(rows: list[dict]) -> tuple[Point, ...]:
                             lat_ci_lo=_median([r.get("lat_us_ci_lo") for r in members]),
                             lat_ci_hi=_median([r.get("lat_us_ci_hi") for r in members]),
                             busbw_gbps=_median([r.get("busbw_gbps") for r in members]),
-                            algbw_gbps=_median([r.get("algbw_gbps") for r in members])))
-    return tuple(sorted(points, key=lambda p: (p.op, p.variant, p.backend, p.dim, p.size_bytes)))
+                            algbw_gbps=_median([r.get("algbw_gbps") for r in members]),
+                            routing=routed, split_id=split_id))
+    return tuple(sorted(points, key=lambda p: (p.op, p.variant, p.backend, p.dim, p.routing,
+                                               p.split_id, p.size_bytes)))
 
 
 def entity_ratios(folder: Path, level: str) -> tuple[EntityRatio, ...]:
@@ -243,7 +288,8 @@ def read_run_folder(path: str | Path, *, cluster: str | None = None, commit: str
     run = load_run(folder)
     labels, notes = _labels(folder, run.meta, "sweep", _status(run.meta), run.rows, cluster,
                             commit, env)
-    return IngestedRun(labels, sweep_points(run.rows), (), tuple([*run.warnings, *notes]))
+    return IngestedRun(labels, sweep_points(run.rows, run_routing(run.meta)), (),
+                       tuple([*run.warnings, *notes]))
 
 
 def _rest(entity: EntityRatio) -> tuple:

@@ -9,9 +9,11 @@ create-blocks-from openmetrics``; the textfile collector refuses timestamps, so 
 
 Metrics (gauges, one sample per series and run):
 ``commbench_lat_us_p50``, ``commbench_busbw_gbps``, ``commbench_algbw_gbps`` labelled op, size
-(bytes), backend, dtype, world_size, dim, variant, cluster; ``commbench_locate_busbw_ratio``
-labelled entity, level, cluster; ``commbench_run_start_time_seconds`` (the newest complete run
-of each cluster, so an alert can say the nightly stopped arriving).
+(bytes), backend, dtype, world_size, dim, variant, cluster, routing and split_id (alltoallv's split
+identity: empty for the other ops, which Prometheus reads as the label being absent);
+``commbench_locate_busbw_ratio`` labelled entity, level, cluster;
+``commbench_run_start_time_seconds`` (the newest complete run of each cluster, so an alert can say
+the nightly stopped arriving).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from datetime import datetime
 
 from commbench.history.series import ENTITY_RATIO, Observation, Series
 
-SERIES_LABELS = ("op", "size", "backend", "dtype", "world_size", "dim", "variant", "cluster")
+SERIES_LABELS = ("op", "size", "backend", "dtype", "world_size", "dim", "variant", "cluster",
+                 "routing", "split_id")
 SWEEP_METRICS = (
     ("commbench_lat_us_p50", "Median latency of a collective call (microseconds).",
      lambda o: o.value),
@@ -52,7 +55,7 @@ def _families(series: list[Series], last: int) -> list:
                 ratio.add_metric([key.variant, key.dim, key.cluster], observation.value, when)
                 continue
             labels = [key.op, str(key.size_bytes), key.backend, key.dtype, str(key.world_size),
-                      key.dim, key.variant, key.cluster]
+                      key.dim, key.variant, key.cluster, key.routing, key.split_id]
             for family, (_name, _text, value_of) in zip(sweep, SWEEP_METRICS, strict=True):
                 value = value_of(observation)
                 if value is not None:

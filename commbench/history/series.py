@@ -1,9 +1,10 @@
 """Series: one measured quantity followed across runs, in the order the runs started.
 
-A series is one (op, size, backend, dtype, world size, mesh dim, variant, cluster) of the sweeps,
-valued by its median latency, or one entity of the locate runs of a cluster, valued by its
-busbw ratio to the fleet (SPEC §11). Every run is kept in the series for showing; only the
-complete ones are analysed, so a partial run is never a baseline.
+A series is one (op, size, backend, dtype, world size, mesh dim, variant, cluster and, for
+alltoallv, routing and split matrix) of the sweeps, valued by its median latency, or one entity of
+the locate runs of a cluster, valued by its busbw ratio to the fleet (SPEC §11). Every run is kept
+in the series for showing; only the complete ones are analysed, so a partial run is never a
+baseline.
 """
 
 from __future__ import annotations
@@ -33,32 +34,44 @@ class SeriesKey:
     variant: str
     cluster: str
     metric: str = LATENCY
+    routing: str = ""  # alltoallv: the routing and split matrix (ingest.Point); '' otherwise
+    split_id: str = ""
 
     @property
     def higher_is_worse(self) -> bool:
         """Latency regresses upwards; an entity's busbw ratio downwards."""
         return self.metric != ENTITY_RATIO
 
+    @property
+    def splits(self) -> str:
+        """'zipf:1.2 splits 3fa2b1c0de' for an alltoallv series, '' for the others."""
+        if not self.split_id:
+            return ""
+        return " ".join(p for p in (self.routing, f"splits {self.split_id}") if p)
+
     def label(self) -> str:
-        """'allreduce gloo 1M float32 n2 [vm]'; 'locate node3 (node) busbw ratio [c1]'."""
+        """'allreduce gloo 1M float32 n2 [vm]'; 'alltoallv/dispatch gloo 1M float32 n4
+        zipf:1.2 splits 3fa2b1c0de [vm]'; 'locate node3 (node) busbw ratio [c1]'."""
         if self.op == LOCATE_OP:
             return f"locate {self.variant} ({self.dim}) busbw ratio [{self.cluster}]"
         parts = [self.op, self.variant, self.backend, format_size(self.size_bytes), self.dtype,
-                 f"n{self.world_size}", f"dim {self.dim}" if self.dim else ""]
+                 f"n{self.world_size}", f"dim {self.dim}" if self.dim else "", self.splits]
         return " ".join(p for p in parts if p) + f" [{self.cluster}]"
 
     def slug(self) -> str:
-        """A file-name-safe, readable key: history-<slug>.png."""
+        """A file-name-safe, readable key: history-<slug>.png (the split id, not the
+        routing's text, stands for an alltoallv series' matrix: it is short and unique)."""
         parts = ([self.op, self.dim, self.variant] if self.op == LOCATE_OP else
                  [self.op, self.variant, self.backend, format_size(self.size_bytes), self.dtype,
-                  f"n{self.world_size}", self.dim])
+                  f"n{self.world_size}", self.dim, self.split_id])
         text = "-".join(p for p in [*parts, self.cluster] if p)
         return re.sub(r"[^A-Za-z0-9.+=-]+", "_", text)[:150]
 
     def as_json(self) -> dict:
         return {"op": self.op, "size_bytes": self.size_bytes, "backend": self.backend,
                 "dtype": self.dtype, "world_size": self.world_size, "dim": self.dim,
-                "variant": self.variant, "cluster": self.cluster, "metric": self.metric}
+                "variant": self.variant, "cluster": self.cluster, "metric": self.metric,
+                "routing": self.routing, "split_id": self.split_id}
 
 
 @dataclass(frozen=True)
@@ -108,7 +121,8 @@ def build_series(runs: list[RunLabels], points: Iterable[tuple[str, Point]] = ()
         if run is None:
             continue
         key = SeriesKey(point.op, point.size_bytes, point.backend, point.dtype,
-                        point.world_size, point.dim, point.variant, run.cluster)
+                        point.world_size, point.dim, point.variant, run.cluster,
+                        routing=point.routing, split_id=point.split_id)
         found[key].append(Observation(run, point.lat_us, (point.lat_ci_lo, point.lat_ci_hi),
                                       point.busbw_gbps, point.algbw_gbps))
     for run_id, entity in entities:
@@ -125,7 +139,7 @@ def build_series(runs: list[RunLabels], points: Iterable[tuple[str, Point]] = ()
 def _reading_order(key: SeriesKey) -> tuple:
     """Cluster by cluster, an op's sizes together and ascending."""
     return (key.cluster, key.metric, key.op, key.variant, key.backend, key.dtype,
-            key.world_size, key.dim, key.size_bytes)
+            key.world_size, key.dim, key.routing, key.split_id, key.size_bytes)
 
 
 def select(series: list[Series], *, op: str | None = None, size_bytes: int | None = None,

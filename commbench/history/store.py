@@ -31,7 +31,7 @@ from commbench.core.errors import EXIT_RUN_FAILED, CommbenchError, UsageError
 from commbench.history.ingest import EntityRatio, IngestedRun, Point, RunLabels
 
 DEFAULT_URL = "sqlite:///results/history.db"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the points' split identity (alltoallv routing, split_id)
 SQLITE_BUSY_S = 30.0
 _PG_LOCK = 0x636F6D6D  # "comm": the advisory lock id of schema creation
 
@@ -75,6 +75,10 @@ points = sa.Table(
     sa.Column("lat_ci_hi", sa.Float),
     sa.Column("busbw_gbps", sa.Float),
     sa.Column("algbw_gbps", sa.Float),
+    # An alltoallv point's split identity (ingest.Point): '' for every other op, and in the
+    # points of a store migrated from schema 1, which never held alltoallv apart.
+    sa.Column("routing", sa.Text, nullable=False, server_default=""),
+    sa.Column("split_id", sa.String(64), nullable=False, server_default=""),
 )
 entities = sa.Table(
     "commbench_entities", metadata,
@@ -90,10 +94,37 @@ entities = sa.Table(
     sa.Column("verdict", sa.String(32), nullable=False),
 )
 
+
+def _add_columns(table: sa.Table, *names: str) -> Callable[[sa.Connection], None]:
+    """A migration step adding ``table``'s columns ``names`` as declared above (type and
+    server default compiled for the store's own dialect: SQLite and PostgreSQL alike), so the
+    rows already stored take the default."""
+
+    def step(connection: sa.Connection) -> None:
+        present = {c["name"] for c in sa.inspect(connection).get_columns(table.name)}
+        preparer = connection.dialect.identifier_preparer
+        for name in names:
+            if name in present:
+                continue
+            column = table.c[name]
+            kind = column.type.compile(dialect=connection.dialect)
+            default = column.server_default.arg if column.server_default is not None else None
+            clause = (" NOT NULL DEFAULT '" + default.replace("'", "''") + "'"
+                      if isinstance(default, str) else "")
+            connection.execute(sa.text(
+                f"ALTER TABLE {preparer.quote(table.name)} ADD COLUMN "
+                f"{preparer.quote(name)} {kind}{clause}"))
+
+    return step
+
+
 # Schema version N -> N+1, each a function of an open connection inside the transaction that
 # then records N+1. Version 1 is the first schema; a change to the tables above adds a step
 # here and bumps SCHEMA_VERSION (tests/unit/history/test_store.py runs a step over a real file).
-MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[sa.Connection], None]] = {
+    # 2: alltoallv points keep their routing and split matrix apart (ingest.Point)
+    1: _add_columns(points, "routing", "split_id"),
+}
 
 
 class StoreUnreachable(CommbenchError):

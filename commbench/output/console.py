@@ -36,6 +36,14 @@ PER_CALL = [
     Column("cv", "%", width=5, drop=5),
     Column("spikes", width=6, drop=5),
 ]
+# alltoallv (rows naming a split matrix), after busbw, which they explain: the busiest rank's
+# bytes over the mean a rank sends (busbw = algbw x imbalance x (n-1)/n), and those bytes.
+# Imbalance stays as long as p99 does; the bytes go as early as count.
+ROUTED = [
+    Column("imbalance", width=9, drop=2),
+    Column("max rank", "B", width=8, drop=6),
+]
+_AFTER_BUSBW = [c.name for c in SWEEP].index("busbw") + 1
 
 
 def ratio_column(first_backend: str) -> Column:
@@ -180,14 +188,17 @@ def _given(value) -> bool:
 
 
 def sweep_columns(per_group: bool, several: bool, first_backend: str,
-                  per_call: bool = False) -> list[Column]:
+                  per_call: bool = False, routed: bool = False) -> list[Column]:
     """The sweep table's columns: a group column for --per-group tables, a backend column and
     each row's time over the first backend's when backends share a table, p95, CV and spikes
-    after p99 for --per-call tables."""
+    after p99 for --per-call tables, imbalance and the busiest rank's bytes after busbw for
+    alltoallv's (``routed``: ``is_routed`` of the table's rows)."""
     columns = list(SWEEP)
     if per_call:
         at = columns.index(SWEEP[-2]) + 1  # after p99
         columns[at:at] = PER_CALL
+    if routed:
+        columns[_AFTER_BUSBW:_AFTER_BUSBW] = ROUTED
     if per_group:
         columns.insert(1, GROUP)
     if several:
@@ -197,13 +208,15 @@ def sweep_columns(per_group: bool, several: bool, first_backend: str,
 
 
 def sweep_row(record: dict, per_group: bool, several: bool, reference: float | None,
-              per_call: bool = False) -> list[str]:
+              per_call: bool = False, routed: bool = False) -> list[str]:
     """A row's cells in ``sweep_columns`` order; ``reference``: the first backend's time at
     the same size and group (for the ratio column)."""
     cells = sweep_cells(record)
     if per_call:
         at = len(SWEEP) - 1  # after p99
         cells[at:at] = per_call_cells(record)
+    if routed:
+        cells[_AFTER_BUSBW:_AFTER_BUSBW] = routed_cells(record)
     if per_group:
         cells.insert(1, group_text(record))
     if several:
@@ -213,6 +226,22 @@ def sweep_row(record: dict, per_group: bool, several: bool, reference: float | N
     notes = [f"{rate:,.0f} msg/s" if rate > 0 else "", "unstable" if record.get("unstable")
              else ""]
     return [*cells, " ".join(note for note in notes if note)]
+
+
+def is_routed(record: dict) -> bool:
+    """Whether a row names a split matrix (alltoallv: ``split_id``, "unknown" in an import that
+    could not know it): its table shows the imbalance columns."""
+    return _given(record.get("split_id"))
+
+
+def routed_cells(record: dict) -> list[str]:
+    """imbalance and the busiest rank's bytes; '-' where unknown (0: an import whose tool
+    printed only the busiest rank's bytes)."""
+    imbalance = record.get("imbalance") or 0.0
+    busiest = record.get("max_rank_bytes") or 0
+    # The busiest rank's bytes are seldom a round size: whole bytes, not '1264.625K'.
+    return [_number(imbalance, 2) if imbalance > 0 else "-",
+            str(int(busiest)) if busiest and busiest == busiest else "-"]
 
 
 def has_calls(record: dict) -> bool:
@@ -282,8 +311,9 @@ def table_groups(frame) -> list[tuple[str, list[str], list[list[str]]]]:
     for key, part in tables.items():
         per_group = not all(is_combined(r) for r in part)
         per_call = any(has_calls(r) for r in part)
-        columns = sweep_columns(per_group, several, backends[0], per_call)
-        rows = [sweep_row(r, per_group, several, first.get(reference_key(r)), per_call)
+        routed = any(is_routed(r) for r in part)
+        columns = sweep_columns(per_group, several, backends[0], per_call, routed)
+        rows = [sweep_row(r, per_group, several, first.get(reference_key(r)), per_call, routed)
                 for r in sorted(part, key=lambda r: (r["size_bytes"], _group_order(r)))]
         title = group_title(part[0])
         if len(key) > 4:  # split by in-place

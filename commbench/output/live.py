@@ -131,6 +131,7 @@ class Live(_Stdout, Notes):
         self._several = False
         self._per_group = False
         self._per_call = False
+        self._routed = False  # alltoallv: imbalance and the busiest rank's bytes
         self._both_places = False
         self._footer_rows: list[dict] = []  # what the footer needs of every row
 
@@ -192,8 +193,9 @@ class Live(_Stdout, Notes):
         if key != self._table:
             self._table = key
             self._per_call = tables.has_calls(record)  # --per-call: p95, CV, spikes
+            self._routed = tables.is_routed(record)
             columns = tables.sweep_columns(per_group, self._several, self._first_backend,
-                                           self._per_call)
+                                           self._per_call, self._routed)
             self._layout = Layout(columns, [], tables.terminal_width())
             backend = f" {record['backend']}" if not self._several else ""
             self._print("")
@@ -208,7 +210,7 @@ class Live(_Stdout, Notes):
         if record["backend"] == self._first_backend:
             self._first_times[where] = record["lat_us_p50"]
         cells = tables.sweep_row(record, per_group, self._several, self._first_times.get(where),
-                                 self._per_call)
+                                 self._per_call, self._routed)
         for line in self._layout.row(cells):
             self._print(line)
         self._footer_rows.append({k: record.get(k) for k in (

@@ -1,11 +1,12 @@
 """nccl-tests output (``all_reduce_perf`` and friends, text 2.13-2.19 or ``-J`` JSON) -> rows.
 
-``text.py`` and ``json_file.py`` read the two formats into the sections of ``model.py``; this
-module turns sections into rows. ``size`` is already commbench's size (the largest buffer);
-``count`` is what the NCCL call got (per rank for allgather, reduce-scatter, alltoall, gather and
-scatter), so ``size / (count x itemsize)`` is the group size, which checks the world size or
-supplies it. busbw uses the group's size (NCCL_TESTS_SPLIT runs several groups at once), as
-nccl-tests does.
+``text.py`` and ``json_file.py`` read the two formats into the sections of ``model.py``; this module
+turns sections into rows; ``alltoallv.py`` says what alltoallv_perf's numbers mean (its size is the
+busiest rank's bytes, its split matrix is not in the file). ``size`` is already commbench's size
+(the largest buffer); ``count`` is what the NCCL call got (per rank for allgather, reduce-scatter,
+alltoall, gather and scatter), so ``size / (count x itemsize)`` is the group size, which checks the
+world size or supplies it. busbw uses the group's size (NCCL_TESTS_SPLIT runs several groups at
+once), as nccl-tests does.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from commbench.importers.common import (
     fail,
     normalized_op,
 )
+from commbench.importers.nccl_tests import alltoallv
 from commbench.importers.nccl_tests.json_file import read_json
 from commbench.importers.nccl_tests.model import DTYPES, Result, Section
 from commbench.importers.nccl_tests.text import read_text
@@ -40,6 +42,7 @@ PROGRAMS = {
     "gather": ("gather", ""),
     "scatter": ("scatter", ""),
     "sendrecv": ("p2p", "ring"),
+    "alltoallv": (alltoallv.OP, alltoallv.PATTERN),  # 2.19: src/alltoallv.cu
 }
 # --op may also name the commbench op.
 OP_NAMES = {**PROGRAMS, "bcast": ("broadcast", ""), "p2p": ("p2p", "ring")}
@@ -78,6 +81,9 @@ def parse(text: str, source: str, op: str | None = None,
     hosts = sorted({h for d in described for h in d["hosts"]})
     if hosts:
         meta["nnodes"] = len(hosts)
+    routings = [d["routing"] for d in described if d.get("routing")]
+    if routings:  # alltoallv_perf: the pattern, for history's series (history.ingest)
+        meta["routing"] = "; ".join(dict.fromkeys(routings))
     meta.update(
         world_size=first["world_size"],
         hosts=hosts,
@@ -125,6 +131,9 @@ def _measure(section: Section, source: str, wanted: tuple[str, str] | None,
     span = "" if not nnodes else ("intra-node" if nnodes == 1 else "inter-node")
     descriptor = collectives.get(op)
     reduces = descriptor.reduces
+    routed = op == alltoallv.OP
+    if routed:
+        notes += alltoallv.notes(section)
     measured = []
     skipped = 0
     for result in section.results:
@@ -163,6 +172,7 @@ def _measure(section: Section, source: str, wanted: tuple[str, str] | None,
                     "root": result.root if descriptor.rooted and result.root >= 0 else None,
                     "peers": "",
                     "timer": "cuda-graph" if section.graph else section.timer,
+                    **(alltoallv.row_fields(result) if routed else {}),
                 },
                 timing=half.timing,
                 where=result.where,
@@ -197,6 +207,8 @@ def _measure(section: Section, source: str, wanted: tuple[str, str] | None,
         "first_row": first.where,
         "ranks": section.ranks,
     }
+    if routed:
+        description["routing"] = alltoallv.routing(section)
     return measured, notes, description
 
 
@@ -245,7 +257,11 @@ def _world(section: Section, op: str, world_size: int | None, itemsize_of: dict,
         return world, group_size, groups
     if world_size is not None:
         return world_size, world_size, 1
-    if collectives.get(op).splits:
+    if op == alltoallv.OP:  # its size is count x itemsize x n only within 16 B a peer
+        ranks = alltoallv.ranks_from_sizes(section.results, itemsize_of)
+        if ranks:
+            return ranks, ranks, 1
+    elif collectives.get(op).splits:
         for result in section.results:
             chunk = result.count * itemsize_of[result.type_name]
             if chunk > 0 and result.size % chunk == 0:
@@ -258,6 +274,11 @@ def _world(section: Section, op: str, world_size: int | None, itemsize_of: dict,
 def _check_count(result: Result, op: str, itemsize: int, group_size: int, source: str) -> None:
     """size = count x itemsize (x ranks for the ops that split): a wrong --op or --world-size
     shows here, before it makes every busbw wrong."""
+    if op == alltoallv.OP:
+        problem = alltoallv.count_problem(result, itemsize, group_size)
+        if problem:
+            raise _fail_at(result, source, problem)
+        return
     ranks = group_size if collectives.get(op).splits else 1
     if result.size != result.count * itemsize * ranks:
         why = (f"{ranks} ranks" if collectives.get(op).splits

@@ -1,7 +1,8 @@
 """nccl-tests' JSON output (``-J``): format 1 from 2.17.3, 2 adds the ``*_per_iter`` objects at
 2.19.2, 3 adds the skipped iterations at 2.19.6 (util.cu's hand-written writer).
 
-One object: ``args`` (the command line: the binary, ``-a``), ``nccl_version``, ``config`` (with
+One object: ``args`` (the command line: the binary, ``-a``), ``env`` (the environment, as
+``NAME=value`` strings: alltoallv_perf's pattern is set there), ``nccl_version``, ``config`` (with
 ``devices``), ``results`` (one per size: ``root`` as a padded string, ``out_of_place`` /
 ``in_place`` with ``time`` or ``cpu_time``, ``alg_bw``, ``bus_bw``, ``nwrong`` = null when
 unchecked), the trailer objects. The writer's quirks: booleans are the strings "true"/"false",
@@ -84,6 +85,9 @@ def read_json(text: str, source: str) -> tuple[list[Section], dict]:
             "device": device.get("device"), "bus_id": device.get("device_hex"),
             "gpu": device.get("device_info"),
         })
+    if isinstance(document.get("env"), list):  # "NAME=value" strings, as the tool saw them
+        section.env_known = True
+        section.env = dict(str(e).split("=", 1) for e in document["env"] if "=" in str(e))
     meta["blocking"] = _json_bool(config.get("blocking_collectives", False), source,
                                   "config.blocking_collectives")
     if isinstance(version, int) and version > KNOWN_VERSION:

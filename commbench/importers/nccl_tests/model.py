@@ -63,6 +63,10 @@ class Section:
     out_of_bounds: int | None = None
     config_seen: bool = False
     notes: list[str] = field(default_factory=list)
+    # The tool's environment (-J JSON's "env"; the text does not print it): alltoallv_perf's
+    # traffic pattern is set by environment variables (alltoallv.py)
+    env: dict[str, str] = field(default_factory=dict)
+    env_known: bool = False
 
 
 def usable(time_us: float) -> bool:

@@ -68,3 +68,37 @@ def make_locate_run(root: Path, name: str, start: str, ratios: dict[str, float],
 
 def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
+
+
+# --routing as run.json's config holds it (a measured run writes the parsed Routing as an
+# object; an option not given is null, the default routing: uniform).
+ROUTING_OPTIONS = {
+    "uniform": None,
+    "zipf:1.2": {"kind": "zipf", "exponent": 1.2, "hot": 0, "share": 0.0, "path": "",
+                 "matrix": []},
+}
+
+
+def make_alltoallv_run(root: Path, name: str, start: str, routing: str, split_id: str,
+                       imbalance: float, scale: float = 1.0,
+                       sizes: tuple[int, ...] | None = None) -> Path:
+    """An alltoallv run folder as `commbench alltoallv --routing ROUTING` leaves it: base's
+    allgather rows (latencies x scale) as dispatch rows naming the split matrix ``split_id``,
+    and run.json's config holding the routing among the op's options."""
+    folder = make_run(root, name, start, scale, ops=("allgather",), sizes=sizes)
+    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+    for row in rows:
+        row.update(op="alltoallv", pattern="dispatch", inplace=False, rank_time="max",
+                   split_id=split_id, imbalance=imbalance,
+                   max_rank_bytes=round(row["size_bytes"] * imbalance))
+        row["busbw_gbps"] = row["algbw_gbps"] * imbalance / 2  # n = 2: (n-1)/n = 1/2
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    meta = json.loads((folder / "run.json").read_text())
+    meta["command_line"] = ["commbench", "alltoallv", "--routing", routing]
+    meta["config"] = {"dtype": "float32", "op_options": [
+        ["routing", ROUTING_OPTIONS[routing]], ["experts", 8], ["topk", 2], ["tokens", 4096],
+        ["hidden", None], ["combine", False], ["routing_seed", 0]]}
+    (folder / "run.json").write_text(json.dumps(meta, indent=2))
+    (folder / f"splits-{split_id}.csv").write_text(
+        f"# alltoallv split weights {split_id}: --routing {routing}, 2 ranks\n")
+    return folder

@@ -108,10 +108,11 @@ def test_an_older_store_is_migrated_forward_and_keeps_its_runs(tmp_path, url, mo
     def add_note_column(connection: sa.Connection) -> None:
         connection.execute(sa.text("ALTER TABLE commbench_runs ADD COLUMN note TEXT"))
 
-    monkeypatch.setattr(store, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(store, "MIGRATIONS", {1: add_note_column})
+    current = store.SCHEMA_VERSION
+    monkeypatch.setattr(store, "SCHEMA_VERSION", current + 1)
+    monkeypatch.setattr(store, "MIGRATIONS", {**store.MIGRATIONS, current: add_note_column})
     with Store(url) as opened:
-        assert opened.schema_version() == 2
+        assert opened.schema_version() == current + 1
         assert [r.run_id for r in opened.runs()] == ["n1"]
         columns = {c["name"] for c in sa.inspect(opened.engine).get_columns("commbench_runs")}
     assert "note" in columns
