@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 SIZES = [8, 1024, 65536]
 
 
-@pytest.fixture(scope="module", params=[2, 3])
+@pytest.fixture(scope="module", params=[2, pytest.param(3, marks=pytest.mark.core)])
 def sweep(request, tmp_path_factory):
     from tests.conftest import commbench
 

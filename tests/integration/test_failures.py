@@ -66,6 +66,7 @@ def assert_partial(run_dir, message):
     assert (run_dir / "results.csv").exists() and (run_dir / "summary.md").exists()
 
 
+@pytest.mark.core
 def test_a_killed_rank_ends_the_run_within_seconds(tmp_path):
     proc, run_dir = start(tmp_path)
     pids = wait_for_rows(run_dir)
@@ -79,6 +80,7 @@ def test_a_killed_rank_ends_the_run_within_seconds(tmp_path):
     assert_no_survivors([proc.pid, *pids])
 
 
+@pytest.mark.core
 def test_a_stopped_rank_ends_the_run_after_the_timeout(tmp_path):
     proc, run_dir = start(tmp_path, "--timeout", "3")
     pids = wait_for_rows(run_dir)
@@ -176,6 +178,7 @@ def test_a_rank_that_never_arrives_is_named(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.core
 def test_killing_the_launcher_takes_its_ranks_along(tmp_path):
     proc, run_dir = start(tmp_path)
     pids = wait_for_rows(run_dir)
@@ -222,6 +225,7 @@ dist.all_reduce = all_reduce
 '''
 
 
+@pytest.mark.core
 def test_a_rank_whose_call_raises_is_named_through_diagnose(tmp_path):
     """The README's 'rank 1: ValueError in allreduce at 64': the exception comes out of the
     torch.distributed call (not commbench's injector), and diagnose() words it."""
@@ -313,6 +317,7 @@ def launch(tmp_path, kind):
     return proc, out, err, folder, time.monotonic() - started
 
 
+@pytest.mark.core
 def test_a_rank_that_never_starts_is_named_with_where_it_was(tmp_path):
     proc, out, err, folder, elapsed = launch(tmp_path, "stall")
     assert proc.returncode == 3, out + err
@@ -327,6 +332,7 @@ def test_a_rank_that_never_starts_is_named_with_where_it_was(tmp_path):
         os.killpg(proc.pid, 0)
 
 
+@pytest.mark.core
 def test_a_rank_that_dies_before_it_can_report_leaves_its_last_words(tmp_path):
     proc, out, err, folder, _ = launch(tmp_path, "die")
     assert proc.returncode == 3, out + err

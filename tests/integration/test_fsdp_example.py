@@ -32,6 +32,7 @@ def raised_in(filename: str, code: str, namespace: dict | None = None) -> BaseEx
     raise AssertionError("nothing raised")
 
 
+@pytest.mark.core
 @pytest.mark.parametrize("filename, code, limited", [
     (FSDP_FILE, "raise RuntimeError('FSDP requires CUDA for streams')", True),  # 2.4
     (FSDP_FILE, "raise RuntimeError('Found no NVIDIA driver on your system.')", True),

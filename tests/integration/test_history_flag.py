@@ -8,9 +8,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import commbench
 
 
+@pytest.mark.core
 def test_a_measuring_run_adds_itself_to_the_store(tmp_path):
     url = f"sqlite:///{tmp_path / 'history.db'}"
     done, run = commbench(["allreduce", "--sizes", "1K,64K", "--iters", "4", "--nproc", "2",

@@ -83,6 +83,7 @@ def postgres_url():
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.core
 def test_the_store_round_trips_on_postgres(postgres_url, tmp_path, capsys):
     rng = np.random.default_rng(1)
     folders = [make_run(tmp_path, f"pg-{n:02d}", night(n),
@@ -101,6 +102,7 @@ def test_the_store_round_trips_on_postgres(postgres_url, tmp_path, capsys):
     assert code == 1 and "pg-11" in out, err
 
 
+@pytest.mark.core
 def test_someone_elses_postgres_tables_are_named_not_touched(postgres_url):
     import sqlalchemy as sa
 
@@ -120,6 +122,7 @@ def test_someone_elses_postgres_tables_are_named_not_touched(postgres_url):
         Store(shop_url, create=True)
 
 
+@pytest.mark.core
 def test_a_stopped_server_is_unreachable_exit_3():
     port = _free_port()
     with pytest.raises(StoreUnreachable):

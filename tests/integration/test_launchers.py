@@ -56,6 +56,7 @@ def test_two_torchrun_agents_form_one_four_rank_run_tp_inside_dp_across(tmp_path
     assert len(json_lines) == len(rows)  # only rank 0 prints rows
 
 
+@pytest.mark.core
 def test_nproc_under_a_launcher_is_refused(tmp_path):
     env = clean_env(RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="1")
     done = subprocess.run([sys.executable, "-m", "commbench", *ARGS, "--nproc", "2",

@@ -52,6 +52,7 @@ def not_blank(png):
     return float(pixels.std()) > 0.05 and colours > 50
 
 
+@pytest.mark.core
 def test_a_slow_rank_is_named_alone(tmp_path):
     done, run, summary = locate(tmp_path, f"delay=0.01:3:p2p:{LARGE}")
     assert done.returncode == 1, summary
@@ -101,13 +102,19 @@ def test_a_slow_link_is_named_and_neither_end(tmp_path):
 def test_a_flaky_rank_is_transient(tmp_path):
     """Rank 3 is slow on every other visit of the large size (flaky, from its first): rounds
     0, 2 and 4 of the main matrix, then only the second of its three retests. The matrix points
-    at it, the retest does not reproduce it: transient, exit 0, nothing bad."""
+    at it, the retest does not reproduce it: transient, exit 0, nothing bad.
+
+    Quiet, the retests read slow again 1/3; a noisy retest read slow as well keeps the
+    confirmation going (CI read 4/9): whatever their number, most retests are not slow (a
+    rank slow on every other visit cannot be), and at least one is (the planted sleep)."""
     done, run, summary = locate(tmp_path, f"flaky=0.01,2:3:p2p:{LARGE}")
     assert done.returncode == 0, summary
     assert bad(summary) == [], summary
     (flaky,) = [s for s in summary["transient"] if s["ranks"] == [3]]
-    assert flaky["verdict"] == "transient" and flaky["confirmed"] == "1/3", flaky
-    assert "3 retests, slow again 1/3" in flaky["evidence"]
+    assert flaky["verdict"] == "transient", flaky
+    slow_again, retests = map(int, flaky["confirmed"].split("/"))
+    assert retests >= 3 and slow_again >= 1 and 2 * slow_again <= retests, flaky
+    assert f"{retests} retests, slow again {slow_again}/{retests}" in flaky["evidence"]
     assert flaky["evidence"].startswith("rank 3: ")
     assert entities(run)["rank 3"]["verdict"] == "transient"
     assert (run / "bad-hosts.txt").read_text() == ""

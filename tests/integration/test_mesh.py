@@ -18,6 +18,7 @@ def json_rows(done):
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
+@pytest.mark.core
 def test_every_op_on_every_dimension_is_checked_and_faults_are_caught(tmp_path):
     done, run_dir = commbench(
         ["run", "--ops", OPS, "--pattern", "pingpong,ring", "--mesh", "dp=2,tp=2", "--dim",

@@ -16,6 +16,7 @@ SIZES = (64, 1024)
 ITERS = 80
 
 
+@pytest.mark.core
 def test_per_call_keeps_every_call_and_names_the_late_rank(tmp_path):
     done, run_dir = commbench(
         ["allreduce", "--nproc", "2", "--sizes", ",".join(map(str, SIZES)), "--iters",

@@ -37,6 +37,7 @@ def run_ps(tmp_path, workers, servers, *extra, env=None, sizes=f"{CLEAN},{BROKEN
     )
 
 
+@pytest.mark.core
 def test_two_workers_two_servers_beside_allreduce(tmp_path):
     done, run_dir = run_ps(tmp_path, 2, 2)
     assert done.returncode == 0, done.stderr[-3000:]

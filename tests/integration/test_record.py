@@ -54,6 +54,7 @@ def ddp_trace(ddp_recording):
     return done, trace_format.load(ddp_recording.folder), facts(ddp_recording.facts)
 
 
+@pytest.mark.core
 def test_ddp_allreduces_equal_the_gradient_and_ddps_buckets(ddp_trace):
     done, trace, facts = ddp_trace
     assert sorted(trace.ranks) == [0, 1]
@@ -172,12 +173,14 @@ def test_sigterm_keeps_the_calls_not_yet_flushed_and_its_exit_status(tmp_path):
     assert [(c.step, c.op, c.in_numel) for c in trace.calls(0)] == [(0, "allreduce", 64)] * 3
 
 
+@pytest.mark.core
 def test_the_exit_code_of_a_job_that_never_joins_is_passed_through(tmp_path):
     done, folder = record(tmp_path, [sys.executable, "-c", "import sys; sys.exit(4)"])
     assert done.returncode == 4
     assert "nothing recorded" in done.stderr
 
 
+@pytest.mark.core
 def test_a_sitecustomize_the_recorder_shadows_still_runs(tmp_path):
     theirs = tmp_path / "theirs"
     theirs.mkdir()
@@ -190,6 +193,7 @@ def test_a_sitecustomize_the_recorder_shadows_still_runs(tmp_path):
     assert mark.read_text() == "ran"
 
 
+@pytest.mark.core
 @pytest.mark.parametrize("args, message", [
     ([], "needs a command"),
     (["--", "/no/such/program"], "no such command"),
@@ -202,6 +206,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.core
 def test_an_existing_trace_is_kept_without_force(tmp_path):
     folder = tmp_path / "t"
     folder.mkdir()
@@ -212,6 +217,7 @@ def test_an_existing_trace_is_kept_without_force(tmp_path):
     assert (folder / "rank-0.jsonl").read_text() == "{}\n"
 
 
+@pytest.mark.core
 def test_a_command_that_cannot_run_leaves_no_folder(tmp_path):
     """`record -- nonexistent-binary`: one line, exit 2, and no empty trace folder behind."""
     done = subprocess.run([sys.executable, "-m", "commbench", "record", "--",
@@ -223,6 +229,7 @@ def test_a_command_that_cannot_run_leaves_no_folder(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.core
 def test_two_records_in_one_second_keep_their_own_folders(tmp_path, monkeypatch):
     """Two failed records in the same second: each its own default folder and record.json,
     the second never overwrites the first's."""

@@ -244,6 +244,7 @@ def test_a_hung_rank_ends_the_run_in_bounded_time(tmp_path):
 
 # ---- recorded by `commbench record` from real jobs, then replayed -----------------------------
 
+@pytest.mark.core
 def test_a_recorded_ddp_job_replays_ddps_buckets(tmp_path, ddp_recording):
     """DDP on 2 gloo ranks through torchrun, recorded: every replayed step (after the bucket
     rebuild of step 1) allreduces exactly DDP's gradient bytes in DDP's bucket count."""
