@@ -146,7 +146,7 @@ class Recorder(TorchDispatchMode):
             out_numel = in_numel * int(bound.get(kind.gather_factor) or size)
         if kind.scatter_factor:
             out_numel = in_numel // max(1, int(bound.get(kind.scatter_factor) or size))
-        if kind.functional and kind.op == "alltoall":  # its split sizes decide what comes back
+        if kind.functional and trace_format.moves_per_peer(kind.op):  # its splits decide the output
             out_numel = numel(out)
         call = trace_format.Call(
             seq=len(self.calls), pg=pg, op=kind.op, dtype=dtype_name(first(bound, kind.inputs)),

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from commbench.core.sizes import format_size
 from commbench.replay.plan import Price, ReplayPlan, calls_by_seq
-from commbench.results.trace import Call, Trace
+from commbench.results.trace import Call, Trace, moves_per_peer
 
 # SPEC §9's keys of an op, in its order (the extra keys follow)
 SPEC_KEYS = ("op", "dtype", "bytes", "calls", "in_situ_s", "replayed_s", "model_s")
@@ -77,7 +77,7 @@ class OpFigures:
     calls_range: tuple[int, int] = (0, 0)  # fewest and most calls in a replayed step
 
     def figures(self) -> dict:
-        moves = self.op == "alltoall"
+        moves = moves_per_peer(self.op)
         return {"sent_bytes": self.sent_bytes if moves else None,
                 "received_bytes": self.received_bytes if moves else None,
                 "replayed_sent_bytes": self.replayed_sent_bytes if moves else None,

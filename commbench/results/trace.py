@@ -57,6 +57,13 @@ TRACE_GLOB = "rank-*.jsonl"
 OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall", "gather",
        "scatter", "barrier", "send", "recv")
 P2P_OPS = ("send", "recv")
+
+
+def moves_per_peer(op: str) -> bool:
+    """A recorded op whose bytes go to each peer by its split sizes (an all-to-all): what it
+    returns and what it sends and receives come from the splits, not from one numel. The
+    recorder and replay's figures ask this instead of spelling the op's name."""
+    return op == "alltoall"
 ITEMSIZES = ITEMSIZE  # core.dtypes: the one table
 
 
@@ -115,7 +122,7 @@ class Call:
     @property
     def is_alltoall(self) -> bool:
         """An all-to-all: what it moves is per peer, by its split sizes."""
-        return self.op == "alltoall"
+        return moves_per_peer(self.op)
 
     @property
     def itemsize(self) -> int:
