@@ -1,17 +1,19 @@
-"""locate's fleet simulator figures (issue 30, point 3): synthetic nodes x 8 GPUs with a fault
-planted, run through the very code a real run uses (commbench.locate.simulate: the schedule,
-the attribution, the pooled retests and verdicts), per scale, fault, schedule and noise:
+"""locate's fleet simulator figures (issue 30, points 1 and 3): synthetic nodes x 8 GPUs with a
+fault planted, run through the very code a real run uses (commbench.locate.simulate: the
+schedule, the --min-effect line drawn from each fleet's own noise, the attribution, the pooled
+retests and verdicts), per scale, noise, fault and factor, ``--rounds quick``:
 
-- found: the fault's node (or link) named bad, and nothing else; false-bad: a fleet that
-  names anything not planted bad; rounds: main + retest rounds (median, max);
-- projected wall time = rounds x the per-round cost measured here (--round-s, default the
-  median round of the clean 6-rank runs of bench/locate.py: 0.78 s), NOT a measurement at
-  scale: a real round at 64M over NICs costs what its transfers cost;
-- noise: a quiet cluster's lognormal 0.05, and the one fitted to real clean runs here
-  (--here busbw,lat: the median of locate.confirmation.run_noise over them), lognormal;
-- the attribution time of one 2,048 x 8 fleet (quick), measured.
+- found: the fault's node (link, switch) named bad, and nothing else; false-bad: a fleet that
+  names anything not planted bad (a clean fleet: anything at all); rounds: main + retest
+  rounds (median, max); line: the median --min-effect the fleets drew (busbw, latency);
+- noise: a quiet cluster's lognormal 0.05 per rank pair, and the one fitted to real clean runs
+  here (--here busbw,lat: the median of locate.noise.run_noise over 8 clean 6-rank runs);
+- the issue's targets: quiet, 1.3x: found >= 99 %, false-bad <= 0.1 %, <= 20 rounds at 512
+  nodes; here, 1.5x: found >= 95 %, false-bad <= 1 %. The cells of those targets get
+  --fleets fleets, the other factor --others, clean fleets --clean.
 
-    .venv/bin/python bench/locate_sim.py [--trials 20,4,1] [--here 0.25,0.15] [--json]
+    .venv/bin/python bench/locate_sim.py [--clean 200,200] [--fleets 40,10] [--others 15,4]
+        [--here 0.25,0.15] [--json]
 """
 
 from __future__ import annotations
@@ -26,30 +28,40 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from commbench.locate import simulate as sim  # noqa: E402
 
-SCALES = (64, 512, 2048)
+SCALES = (64, 512)
 HERE = (0.25, 0.15)  # busbw, latency: median run_noise of 8 clean 6-rank runs (2026-12-01)
-ROUND_S = 0.78
+ROUND_S = 0.78  # a round of the clean 6-rank runs of bench/locate.py: the projection's cost
+FAULTS = ("gpu", "node", "rail", "link", "switch")
+TARGET = {"quiet": 1.3, "here": 1.5}  # the factor each noise's target is about
 
 
-def figures(trials=(20, 4, 1), here=HERE, round_s=ROUND_S, schedules=("quick", "full"),
-            faults=sim.FAULTS) -> list[dict]:
+def figures(clean=(200, 200), fleets=(40, 10), others=(15, 4), here=HERE,
+            faults=FAULTS, trials=None, round_s=ROUND_S) -> list[dict]:
+    """One row per scale, noise, fault and factor. ``trials`` (bench/run_all.py's call):
+    that many fleets of every cell, per scale."""
+    if trials is not None:
+        clean = fleets = others = tuple(trials[:len(SCALES)])
     rows = []
-    for nodes, count in zip(SCALES, trials, strict=True):
-        for schedule in schedules:
-            if schedule == "full" and nodes > 64:
-                continue  # 511 and 2,047 rounds: too long to simulate here (see the docs)
-            for noise_name, noise, factor in (("quiet 0.05", sim.QUIET, 1.3),
-                                              (f"here {here[0]}/{here[1]}", here, 1.5)):
-                for fault in faults:
-                    started = time.perf_counter()
-                    fleet = sim.Fleet(nodes, noise=noise, fault=fault, factor=factor)
-                    found = sim.rates(fleet, schedule, count, seed=1000 * nodes)
-                    rows.append({"nodes": nodes, "gpus": 8, "schedule": schedule,
-                                 "noise": noise_name, "fault": fault,
-                                 "factor": factor if fault not in ("clean",) else None,
-                                 **found, "projected_s": found["rounds_median"] * round_s,
-                                 "sim_s": round(time.perf_counter() - started, 1)})
-                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    noises = (("quiet", sim.QUIET), ("here", here))
+    for nodes, clean_count, target_count, other_count in zip(SCALES, clean, fleets, others,
+                                                             strict=True):
+        for noise_name, noise in noises:
+            cells = [("clean", None, clean_count)]
+            for factor in (1.3, 1.5):
+                count = target_count if factor == TARGET[noise_name] else other_count
+                cells += [(fault, factor, count) for fault in faults]
+            for fault, factor, count in cells:
+                if not count:
+                    continue
+                started = time.perf_counter()
+                fleet = sim.Fleet(nodes, noise=noise, fault=fault, factor=factor or 1.0)
+                found = sim.rates(fleet, "quick", count, seed=1000 * nodes)
+                rows.append({"nodes": nodes, "gpus": 8, "schedule": "quick",
+                             "noise": noise_name, "sigma": list(noise), "fault": fault,
+                             "factor": factor, **found,
+                             "projected_s": found["rounds_median"] * round_s,
+                             "sim_s": round(time.perf_counter() - started, 1)})
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
 
@@ -70,28 +82,30 @@ def attribution_time(nodes: int = 2048) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--trials", default="20,4,1", help="fleets per cell at 64,512,2048")
+    parser.add_argument("--clean", default="200,200", help="clean fleets at 64,512")
+    parser.add_argument("--fleets", default="40,10", help="fleets per target cell at 64,512")
+    parser.add_argument("--others", default="15,4", help="fleets per other cell at 64,512")
     parser.add_argument("--here", default=",".join(map(str, HERE)))
-    parser.add_argument("--round-s", type=float, default=ROUND_S)
-    parser.add_argument("--schedules", default="quick,full")
-    parser.add_argument("--faults", default=",".join(sim.FAULTS))
+    parser.add_argument("--faults", default=",".join(FAULTS))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    rows = figures(tuple(int(t) for t in args.trials.split(",")),
-                   tuple(float(x) for x in args.here.split(",")), args.round_s,
-                   tuple(args.schedules.split(",")), tuple(args.faults.split(",")))
-    took = attribution_time()
+
+    def counts(text):
+        return tuple(int(t) for t in text.split(","))
+
+    rows = figures(counts(args.clean), counts(args.fleets), counts(args.others),
+                   tuple(float(x) for x in args.here.split(",")), tuple(args.faults.split(",")))
     if args.json:
-        print(json.dumps({"rows": rows, "attribution_2048_s": took}))
+        print(json.dumps({"rows": rows}))
         return
-    print(f"{'nodes':>5} {'sched':<6} {'noise':<16} {'fault':<10} {'found':>6} {'false':>6} "
-          f"{'rounds':>9} {'proj s':>7} {'n':>3}")
+    print(f"{'nodes':>5} {'noise':<6} {'fault':<7} {'factor':>6} {'found':>6} {'false':>6} "
+          f"{'rounds':>7} {'line b/l':>10} {'n':>4}")
     for r in rows:
-        print(f"{r['nodes']:>5} {r['schedule']:<6} {r['noise']:<16} {r['fault']:<10} "
-              f"{r['found']:>6.0%} {r['false_bad']:>6.0%} "
-              f"{r['rounds_median']:>5.0f}/{r['rounds_max']:<3} {r['projected_s']:>7.1f} "
-              f"{r['trials']:>3}")
-    print(f"attribution of one 2,048 x 8 quick matrix: {took:.1f} s")
+        factor = f"{r['factor']:.1f}x" if r["factor"] else "-"
+        print(f"{r['nodes']:>5} {r['noise']:<6} {r['fault']:<7} {factor:>6} "
+              f"{r['found']:>6.1%} {r['false_bad']:>6.1%} "
+              f"{r['rounds_median']:>3.0f}/{r['rounds_max']:<3} "
+              f"{r['line_busbw']:>4.0%}/{r['line_lat']:<4.0%} {r['trials']:>4}")
 
 
 if __name__ == "__main__":

@@ -32,11 +32,11 @@ def register(app: typer.Typer) -> None:
         confirm: int = typer.Option(
             DEFAULTS.confirm, "--confirm", help="Retests of each candidate per batch: known-good "
             "partners (a link: its pair again); batches until the pooled evidence settles."),
-        min_effect: str = typer.Option(
-            f"busbw={DEFAULTS.min_effect.busbw:.0%},lat={DEFAULTS.min_effect.lat:.0%}",
-            "--min-effect", help="A candidate is at least this much slower than the fleet "
-            "median, and bad when its pooled effect is too (with 3.5 z): one share (10%) or "
-            "per metric (busbw=30%,lat=30%)."),
+        min_effect: Optional[str] = typer.Option(  # noqa: UP045
+            None, "--min-effect", help="A candidate is at least this much slower than the "
+            "fleet median, and bad when its pooled effect is too (with 3.5 z): one share "
+            "(10%) or per metric (busbw=20%,lat=15%). Default: drawn from the noise this run "
+            "measured, 4 x its pair noise within 10%-30% per metric (a metric left out too)."),
         nproc: Optional[int] = typer.Option(  # noqa: UP045
             None, "--nproc", help="Local ranks to start (default: one per GPU, else 4; not "
             "under a launcher)."),

@@ -70,10 +70,13 @@ def parse_sizes(text: str) -> tuple[int, int]:
     return small, large
 
 
-def parse_effect(text: str, default: MinEffect | None = None) -> MinEffect:
+def parse_effect(text: str | None, default: MinEffect | None = None) -> MinEffect | None:
     """--min-effect: 10% or 0.1 (both metrics), or busbw=30%,lat=30% (either may be left out:
-    it keeps its default)."""
-    found = dataclasses.asdict(default or MinEffect())
+    it keeps ``default``'s, else it is drawn from the run's noise); None or 'auto': the whole
+    line drawn from the noise (commbench.locate.noise)."""
+    if text is None or text.strip().lower() == "auto":
+        return default
+    found = dataclasses.asdict(default or MinEffect(None, None))
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         raise UsageError(f"bad --min-effect {text!r}: a share such as 10% or 0.1, or "
@@ -114,7 +117,7 @@ def plan_rounds(spec: LocateSpec, hosts: list[dict]) -> tuple[list[dict], list]:
     found = fleet.entities(level, hosts)
     if len(found) < 2:
         return [asdict(e) for e in found], []
-    rounds = locate.schedule(len(found), spec.rounds, spec.seed)
+    rounds = locate.schedule(len(found), spec.rounds, spec.seed, leaves_of(spec, found))
     return [asdict(e) for e in found], fleet.rank_rounds(level, found, rounds)
 
 
@@ -364,12 +367,14 @@ def finish(path: Path, spec: LocateSpec, output: LocateOutput, error: str,
     head = {"entities": len(found), "level": found[0].kind if found else spec.level or "gpu",
             "pairs": view["main_pairs"], "rounds": view["rounds"],
             "confirm_rounds": view["confirm_rounds"], "large": format_size(spec.large),
-            "small": format_size(spec.small), "min_effect": spec.min_effect.words(),
+            "small": format_size(spec.small), "min_effect": _line_share(view["line"], spec),
+            "min_effect_line": _line_words(view["line"], spec),
             "z_limit": Z_LIMIT, "backend": backend, "status": status,
             "measured_pairs": view["measured_pairs"],
             "leaves": len({leaf for leaf in view["leaves"] if leaf is not None})}
     meta.update(status=status, error=error or None, end_time=results.now(),
-                suspects=view["suspects"], transient=view["transient"])
+                suspects=view["suspects"], transient=view["transient"],
+                min_effect=_line_dict(view["line"]))
     writer = results.RunWriter(path)
     writer.update(meta)
     _write_files(path, found, records, view, head, meta)
@@ -387,9 +392,30 @@ def finish(path: Path, spec: LocateSpec, output: LocateOutput, error: str,
                    "rounds": view["rounds"], "level": head["level"], "status": status,
                    "suspects": [_json_suspect(s) for s in view["suspects"]],
                    "transient": [_json_suspect(s) for s in view["transient"]],
-                   "results": str(path)}
+                   "min_effect": _line_dict(view["line"]), "results": str(path)}
         print(json.dumps(summary), flush=True)
     return {"pairs": len(records), "code": _exit_code(view)}
+
+
+def _line_share(line, spec: LocateSpec) -> str:
+    """The line in short ('12% (busbw) / 10% (latency)'), for the verdict's sentence."""
+    if line is not None:
+        return line.short()
+    return spec.min_effect.words() if spec.min_effect is not None else "the noise-drawn line"
+
+
+def _line_words(line, spec: LocateSpec) -> str:
+    """The line and where it came from: 'busbw 14% (4.0 x measured noise 0.034), lat 10%
+    (floor; measured noise 0.012)'; nothing measured: what it would have been drawn from."""
+    if line is not None:
+        return line.words()
+    if spec.min_effect is not None and None not in (spec.min_effect.busbw, spec.min_effect.lat):
+        return f"{spec.min_effect.words()} (--min-effect)"
+    return "from the run's noise (nothing measured to draw it from)"
+
+
+def _line_dict(line) -> dict | None:
+    return line.as_dict() if line is not None else None
 
 
 def _json_suspect(s: dict) -> dict:
@@ -416,7 +442,7 @@ def findings(found: list, records: list[dict], spec: LocateSpec) -> dict:
              "main_pairs": len(main), "rounds": len({p.round for p in main}),
              "measured_pairs": sum(1 for p in pairs if p.status in ("ok", "wrong")),
              "confirm_rounds": len({p.round for p in pairs if p.phase == "confirm"}),
-             "leaves": leaves_of(spec, found)}
+             "leaves": leaves_of(spec, found), "line": None}  # line: nothing judged
     if n < 2 or not main:
         return dict(empty, entities=[_unmeasured_row(e) for e in found])
     kind = found[0].kind
@@ -428,7 +454,8 @@ def findings(found: list, records: list[dict], spec: LocateSpec) -> dict:
     judged += locate.hung_suspects(pairs, names)
     judged += locate.wrong_suspects(n, pairs, names, kind)
     rows = [_suspect_row(s, found) for s in judged]
-    view = dict(empty, attribution=attribution)
+    # the --min-effect line judged against: given, or drawn from the main matrix's noise
+    view = dict(empty, attribution=attribution, line=decided.line)
     view["suspects"] = [r for r in rows if r["verdict"] not in ("transient", "ok")]
     view["transient"] = [r for r in rows if r["verdict"] == "transient"]
     view["entities"] = _entity_rows(found, attribution, judged)

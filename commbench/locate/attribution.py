@@ -64,19 +64,19 @@ class Round:
     phase: str = "main"  # main | confirm
 
 
-def circle_rounds(n: int) -> list[Round]:
+def circle_rounds(n: int, count: int | None = None) -> list[Round]:
     """The circle method (round-robin tournament): every entity meets every other exactly once.
 
     Even n: n-1 rounds of n/2 pairs. Odd n: a phantom entity joins, whoever meets it has a bye,
     n rounds of (n-1)/2 pairs, and the phantom is the fixed point so the bye rotates through
-    everybody once."""
+    everybody once. ``count``: the first ``count`` of those rounds only."""
     if n < 2:
         return []
     slots = list(range(n)) + ([None] if n % 2 else [])
     m = len(slots)
     fixed, moving = slots[-1], slots[:-1]
     rounds = []
-    for index in range(m - 1):
+    for index in range(m - 1 if count is None else min(m - 1, max(0, count))):
         order = [fixed, *moving[index:], *moving[:index]]
         pairs, byes = [], []
         for i in range(m // 2):
@@ -89,28 +89,55 @@ def circle_rounds(n: int) -> list[Round]:
     return rounds
 
 
-def quick_rounds(n: int, count: int, seed: int = 0) -> list[Round]:
+def quick_rounds(n: int, count: int, seed: int = 0,
+                 leaves: Sequence[str | None] = ()) -> list[Round]:
     """``count`` rounds of the circle method over a seeded shuffle of the entities: each round
     still pairs everybody (one bye for odd n), the same seed gives the same rounds, and a
     different seed meets different partners. More rounds than the full schedule has are the
-    full schedule."""
+    full schedule. With ``leaves`` (--topology), the first round pairs entities inside their
+    leaf (``inside_round``) and ``count`` - 1 shuffled rounds follow."""
     shuffled = list(range(n))
     random.Random(seed).shuffle(shuffled)
-    rounds = []
-    for found in circle_rounds(n)[:max(0, count)]:
+    first = inside_round(leaves, shuffled) if count >= 2 and len(leaves) == n else None
+    rounds = [first] if first is not None else []
+    for found in circle_rounds(n, count - len(rounds)):
         pairs = tuple(sorted((min(shuffled[a], shuffled[b]), max(shuffled[a], shuffled[b]))
                              for a, b in found.pairs))
-        rounds.append(Round(found.index, pairs, tuple(shuffled[b] for b in found.byes)))
+        rounds.append(Round(found.index + len(rounds) if first is not None else found.index,
+                            pairs, tuple(shuffled[b] for b in found.byes)))
     return rounds
 
 
-def schedule(n: int, rounds: str, seed: int = 0) -> list[Round]:
+def inside_round(leaves: Sequence[str | None], order: Sequence[int]) -> Round | None:
+    """A round that pairs entities inside their leaf switch (in ``order``), whoever is left
+    over (a leaf's odd one, entities under no leaf) with each other. A bad uplink is told
+    from its hosts by their pairs inside the leaf being normal: K random partners of 512
+    nodes left most leaves of 4 with none (the simulator named their 4 hosts bad nodes
+    instead of the switch). None when no leaf has two entities."""
+    members: dict[str, list[int]] = {}
+    for e in order:
+        if leaves[e] is not None:
+            members.setdefault(leaves[e], []).append(e)
+    if not any(len(m) >= 2 for m in members.values()):
+        return None
+    pairs, left = [], [e for e in order if leaves[e] is None]
+    for found in members.values():
+        pairs += [(min(found[i], found[i + 1]), max(found[i], found[i + 1]))
+                  for i in range(0, len(found) - 1, 2)]
+        left += found[len(found) - len(found) % 2:]
+    pairs += [(min(left[i], left[i + 1]), max(left[i], left[i + 1]))
+              for i in range(0, len(left) - 1, 2)]
+    return Round(0, tuple(sorted(pairs)), tuple(left[len(left) - len(left) % 2:]))
+
+
+def schedule(n: int, rounds: str, seed: int = 0,
+             leaves: Sequence[str | None] = ()) -> list[Round]:
     """--rounds full | quick | K: the whole round robin, or K (quick: about log2 n + 2)
-    rounds over a seeded shuffle."""
+    rounds over a seeded shuffle (with ``leaves``: the first of them inside the leaves)."""
     if rounds == "full":
         return circle_rounds(n)
     count = quick_count(n) if rounds == "quick" else int(rounds)
-    return quick_rounds(n, count, seed)
+    return quick_rounds(n, count, seed, leaves)
 
 
 def quick_count(n: int) -> int:
@@ -157,15 +184,22 @@ class PairResult:
     lat_p99: float = float("nan")
     status: str = "ok"
     phase: str = "main"
+    # the log speeds, computed once (the decision reads them millions of times at 512 nodes)
+    _speeds: dict = field(init=False, repr=False, compare=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        busbw, lat = _log_speed(self.busbw, 1.0), _log_speed(self.lat, -1.0)
+        self._speeds.update(busbw=busbw, lat=lat, both=(busbw + lat) / 2)
 
     def speed(self, metric: str) -> float:
         """Log speed, higher = faster: log busbw, -log latency, or their mean (both)."""
-        if metric == "both":
-            return (self.speed("busbw") + self.speed("lat")) / 2
-        value = self.busbw if metric == "busbw" else self.lat
-        if not (value > 0 and math.isfinite(value)):
-            return float("nan")
-        return math.log(value) if metric == "busbw" else -math.log(value)
+        return self._speeds[metric]
+
+
+def _log_speed(value: float, sign: float) -> float:
+    if not (value > 0 and math.isfinite(value)):
+        return float("nan")
+    return sign * math.log(value)
 
 
 @dataclass
@@ -236,6 +270,16 @@ def limit(min_effect: Effect, metric: str) -> float:
     return threshold(as_min_effect(min_effect).of(metric))
 
 
+def median(values: Sequence[float]) -> float:
+    """np.median of a short list of finite numbers, the same float, without numpy's
+    per-call cost (the decision takes some 15,000 medians of ~11 values at 512 nodes)."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return float(ordered[middle])
+    return float((ordered[middle - 1] + ordered[middle]) / 2)
+
+
 def _robust(values: Sequence[float]) -> tuple[float, float]:
     """(median, sigma from the MAD with its floor)."""
     arr = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
@@ -253,10 +297,14 @@ def score_metric(n: int, pairs: Sequence[PairResult], metric: str, min_effect: E
     offsets: dict[int, float] = {}
     if exclude is not None:
         counts: dict[int, int] = {}
-        for index in sorted({p.round for p in usable}):
-            inside = [p.speed(metric) for p in usable if p.round == index]
-            clean = [p.speed(metric) for p in usable if p.round == index
-                     and p.a not in exclude and p.b not in exclude]
+        by_round: dict[int, tuple[list[float], list[float]]] = {}
+        for p in usable:
+            inside, clean = by_round.setdefault(p.round, ([], []))
+            inside.append(p.speed(metric))
+            if p.a not in exclude and p.b not in exclude:
+                clean.append(p.speed(metric))
+        for index in sorted(by_round):
+            inside, clean = by_round[index]
             # A round of one or two pairs has no median to speak of: it would be the pair
             # itself, and removing it would erase whatever the pair found (3 or 4 entities).
             if len(clean or inside) >= MIN_ROUND_PAIRS:
@@ -275,7 +323,7 @@ def score_metric(n: int, pairs: Sequence[PairResult], metric: str, min_effect: E
         residual = p.speed(metric) - offsets.get(p.round, 0.0)
         per_entity[p.a].append(residual)
         per_entity[p.b].append(residual)
-    raw = {e: float(np.median(v)) for e, v in per_entity.items() if v}
+    raw = {e: median(v) for e, v in per_entity.items() if v}
     center, scale = _robust(list(raw.values()))
     # A few entities' MAD can be small by chance; a median over k partners varies by about
     # 1.25 sigma / sqrt(k) (the median's standard error), sigma being one pair's noise.
@@ -312,33 +360,60 @@ def pair_noise(pairs: Sequence[PairResult], metric: str,
     first pass) rounds are not removed: the noise is wider, erring towards naming nobody."""
     if len(pairs) < 2:
         return SCALE_FLOOR
-    speeds = [(p.round, p.a, p.b, p.speed(metric)) for p in pairs]
-    by_round: dict[int, list[float]] = {}
-    for r, _, _, v in speeds:
-        by_round.setdefault(r, []).append(v)
-    level = float(np.median([v for *_, v in speeds]))
-    corrected = [(a, b, v - (offsets or {}).get(r, 0.0) - level) for r, a, b, v in speeds]
-    partners: dict[int, list[tuple[int, float]]] = {}
-    for a, b, c in corrected:
-        partners.setdefault(a, []).append((b, c))
-        partners.setdefault(b, []).append((a, c))
+    rounds = np.array([p.round for p in pairs])
+    ends = np.array([(p.a, p.b) for p in pairs])
+    values = np.array([p.speed(metric) for p in pairs], dtype=float)
+    level = float(np.median(values))
+    offset = np.array([(offsets or {}).get(r, 0.0) for r in rounds.tolist()], dtype=float)
+    corrected = values - offset - level
+    # An end's level is its fastest other pair: a pair runs at its slower end's speed, so a
+    # good entity's pairs with bad partners are slow, and with 2-3 partners (4 nodes) a
+    # median would land between the two and call the normal pairs noisy. Each entity's
+    # fastest pair per partner, then its two fastest partners: without one partner, the
+    # fastest is the first, or the second where that partner is the first.
+    me = np.concatenate([ends[:, 0], ends[:, 1]])
+    other = np.concatenate([ends[:, 1], ends[:, 0]])
+    speed = np.concatenate([corrected, corrected])
+    order = np.lexsort((-speed, other, me))  # by entity, partner, fastest first
+    me, other, speed = me[order], other[order], speed[order]
+    first = np.ones(len(me), dtype=bool)
+    first[1:] = (me[1:] != me[:-1]) | (other[1:] != other[:-1])
+    me, other, speed = me[first], other[first], speed[first]
+    order = np.lexsort((-speed, me))  # by entity, its fastest partner first
+    me, other, speed = me[order], other[order], speed[order]
+    start = np.ones(len(me), dtype=bool)
+    start[1:] = me[1:] != me[:-1]
+    heads = np.flatnonzero(start)
+    has_second = np.zeros(len(heads), dtype=bool)
+    has_second[:-1] = heads[1:] - heads[:-1] >= 2
+    has_second[-1] = len(me) - heads[-1] >= 2
+    size = int(me.max()) + 1
+    best_partner = np.full(size, -1)
+    best = np.zeros(size)
+    second = np.zeros(size)  # no second partner: 0.0
+    best_partner[me[heads]] = other[heads]
+    best[me[heads]] = speed[heads]
+    second[me[heads][has_second]] = speed[heads[has_second] + 1]
 
-    def end(entity: int, without: int) -> float:
-        # An end's level is its fastest other pair: a pair runs at its slower end's speed,
-        # so a good entity's pairs with bad partners are slow, and with 2-3 partners (4 nodes)
-        # a median would land between the two and call the normal pairs noisy.
-        others = [c for partner, c in partners[entity] if partner != without]
-        return float(max(others)) if others else 0.0
+    def end(entity: np.ndarray, without: np.ndarray) -> np.ndarray:
+        return np.where(best_partner[entity] != without, best[entity], second[entity])
 
-    residuals = []
-    for (r, a, b, v), (_, _, c) in zip(speeds, corrected, strict=True):
-        if offsets and r in offsets:  # the round's own level, without this pair
-            others = list(by_round[r])
-            others.remove(v)
-            own = float(max(others)) - level if others else 0.0
-            c = v - level - own
-        residuals.append(c - end(a, b) - end(b, a))
-    return _robust(residuals)[1]
+    if offsets:
+        # the round's own level, without this pair: its fastest other pair (a round of one
+        # pair: 0); each round's two fastest, the second where this pair is the first
+        top1, top2 = {}, {}
+        for r in np.unique(rounds).tolist():
+            fastest = np.sort(values[rounds == r])[::-1]
+            top1[r] = fastest[0]
+            top2[r] = fastest[1] if len(fastest) >= 2 else math.nan
+        own_round = np.array([r in offsets for r in rounds.tolist()])
+        first_value = np.array([top1[r] for r in rounds.tolist()])
+        second_value = np.array([top2[r] for r in rounds.tolist()])
+        own = np.where(values == first_value, second_value, first_value) - level
+        own = np.where(np.isnan(second_value), 0.0, own)
+        corrected = np.where(own_round, values - level - own, corrected)
+    residuals = corrected - end(ends[:, 0], ends[:, 1]) - end(ends[:, 1], ends[:, 0])
+    return _robust(residuals.tolist())[1]
 
 
 def _flagged(scores: MetricScores, min_effect: Effect) -> set[int]:
@@ -402,20 +477,28 @@ def switches(pairs: Sequence[PairResult], scores: dict[str, MetricScores],
     if len(members) < 2:
         return []
 
-    def residuals(metric: str, leaf: str, exclude: set[str]) -> tuple[list[float], list[float]]:
+    # each leaf's pairs (both ends under a leaf, completed), in order, as (leaf a, leaf b,
+    # residual from the round's normal pair) per metric: every leaf reads only its own
+    by_leaf: dict[str, dict[str, list[tuple[str, str, float]]]] = {m: {} for m in METRICS}
+    for metric in METRICS:
         s = scores[metric]
-        across, inside = [], []
         for p in pairs:
             value = p.speed(metric)
             if p.status != "ok" or not math.isfinite(value):
                 continue
             ends = (leaves[p.a], leaves[p.b])
-            if leaf not in ends or None in ends:
+            if None in ends:
                 continue
-            residual = value - s.center - s.round_offset.get(p.round, 0.0)
-            if ends[0] == ends[1]:
+            found = (ends[0], ends[1], value - s.center - s.round_offset.get(p.round, 0.0))
+            for leaf in dict.fromkeys(ends):
+                by_leaf[metric].setdefault(leaf, []).append(found)
+
+    def residuals(metric: str, leaf: str, exclude: set[str]) -> tuple[list[float], list[float]]:
+        across, inside = [], []
+        for end_a, end_b, residual in by_leaf[metric].get(leaf, ()):
+            if end_a == end_b:
                 inside.append(residual)
-            elif (ends[1] if ends[0] == leaf else ends[0]) not in exclude:
+            elif (end_b if end_a == leaf else end_a) not in exclude:
                 across.append(residual)
         return across, inside
 

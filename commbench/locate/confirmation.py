@@ -46,26 +46,31 @@ import numpy as np
 from commbench.locate.attribution import (
     GROUPS,
     MAD_TO_SIGMA,
-    ROUND_SHRINK,
-    SCALE_FLOOR,
     Z_LIMIT,
     Attribution,
     Effect,
     PairResult,
     Round,
     Suspect,
+    as_min_effect,
     attribute,
     limit,
     links,
-    normal_spread,
+    median,
     pack,
+)
+from commbench.locate.noise import (
+    Line,
+    _by_entity,
+    _is_test_of,
+    _tested,
+    _tests_of,
+    resolve,
+    round_levels,
+    run_noise,
 )
 
 MEDIAN_SE = 1.2533  # a median's standard error over sigma / sqrt(n), for normal data
-# A round's level moves by what lies beyond two standard errors of its clean pairs' median:
-# at one, the 1-2 reference pairs of a retest round added their own noise to every retest
-# (clean synthetic links at 0.15 pooled to 0.82x over 10 exchanges)
-LEVEL_SHRINK = 2 * ROUND_SHRINK
 Z95 = 1.96
 
 
@@ -86,7 +91,7 @@ class Evidence:
     @property
     def effect(self) -> float:
         values = self.main + self.retests
-        return float(np.median(values)) if values else math.nan
+        return median(values) if values else math.nan
 
     @property
     def error(self) -> float:
@@ -107,7 +112,7 @@ class Evidence:
         """Most retests are --min-effect slow again (their median is): half of it let a real
         rank slow on every other visit through on a retest 0.87x in the two metrics
         together (latency's noise; the delay was in busbw)."""
-        middle = float(np.median(self.retests)) if self.retests else math.nan
+        middle = median(self.retests) if self.retests else math.nan
         return middle <= slow and middle < 0
 
 
@@ -119,133 +124,21 @@ class Judged:
     suspects: list[Suspect]
     evidence: dict[tuple[str, tuple[int, ...]], Evidence]
     open: list[Suspect]
+    line: Line | None = None  # the --min-effect used: given, or drawn from the run's noise
 
 
-# ---- the levels a pair is compared with -------------------------------------------------------
-
-def _tested(attribution: Attribution) -> tuple[set[int], set[tuple[int, int]]]:
-    entities = attribution.candidates
-    links = {tuple(sorted(s.entities)) for s in attribution.suspects if s.kind == "link"}
-    return entities, links
-
-
-def _clean(p: PairResult, entities: set[int], links: set[tuple[int, int]]) -> bool:
-    return (p.status == "ok" and p.a not in entities and p.b not in entities
-            and (min(p.a, p.b), max(p.a, p.b)) not in links)
-
-
-def round_levels(pairs: Sequence[PairResult], metric: str, entities: set[int],
-                 links: set[tuple[int, int]], sigma: float) -> dict[int, float]:
-    """Each round's normal pair (log speed): its clean pairs' median, kept only beyond one
-    standard error of it from the phase's level (the median of the phase's clean pairs; the
-    confirmation phase without any takes the matrix's)."""
-    clean = [p for p in pairs if _clean(p, entities, links) and math.isfinite(p.speed(metric))]
-    phase_level: dict[str, float] = {}
-    for phase in ("main", "confirm"):
-        values = [p.speed(metric) for p in clean if p.phase == phase]
-        if values:
-            phase_level[phase] = float(np.median(values))
-    fallback = phase_level.get("main", 0.0)
-    levels: dict = {("phase", phase): phase_level.get(phase, fallback)
-                    for phase in ("main", "confirm")}
-    for index in sorted({p.round for p in pairs}):
-        phase = next(p.phase for p in pairs if p.round == index)
-        inside = [p.speed(metric) for p in clean if p.round == index]
-        if phase == "confirm" and inside:
-            # a retest is compared with the reference pairs beside it, whole: on the busy VM
-            # a retest round ran 0.8x the others, its 2 references said so, and shrinking
-            # that towards the phase's level (their noise being as large) called a normal
-            # retest slow and a flaky rank bad; their noise is in the candidate's scatter
-            levels[index] = float(np.median(inside))
-        else:
-            levels[index] = round_levels_of(inside, phase_level.get(phase, fallback), sigma)
-    return levels
-
-
-def _medians_without_each(values: np.ndarray) -> np.ndarray:
-    """The median of ``values`` without element i, for every i (sorted once: O(n log n))."""
-    order = np.argsort(values)
-    ranked = values[order]
-    n = len(values)
-    position = np.empty(n, dtype=int)
-    position[order] = np.arange(n)
-    rest = n - 1
-
-    def at(j):  # the j-th of the remaining n - 1, for each removed position
-        return np.where(position > j, ranked[j], ranked[np.minimum(j + 1, n - 1)])
-
-    if rest % 2:
-        return at(rest // 2)
-    return (at(rest // 2 - 1) + at(rest // 2)) / 2
-
-
-def round_levels_of(inside: Sequence[float], base: float, sigma: float) -> float:
-    """A round's level from its clean pairs: their median where it lies beyond two standard
-    errors of it from ``base`` (the part within is taken for their noise), else ``base``."""
-    if not len(inside):
-        return base
-    offset = float(np.median(inside)) - base
-    by = LEVEL_SHRINK * sigma / math.sqrt(len(inside))
-    return base + math.copysign(max(0.0, abs(offset) - by), offset)
-
-
-def run_noise(attribution: Attribution, pairs: Sequence[PairResult], metric: str) -> float:
-    """One pair's noise in this run (robust sigma, log units), from every measurement it
-    has: the pairs between non-candidates about their round's level (the matrix's and the
-    retest rounds' reference pairs) and each candidate's measurements about their own
-    median. The fit's pair_noise of a 15-pair matrix alone read 0.06 to 0.24 on synthetic
-    fleets drawn at 0.1; every pair the run measured pins it down as the retests add up."""
-    entities, links = _tested(attribution)
-    first = max(normal_spread(attribution.scores[metric], pairs, entities), SCALE_FLOOR)
-    levels = round_levels(pairs, metric, entities, links, first)
-    # Candidate links stay in the matrix's share: they are its slowest pairs (no z gates
-    # them), and leaving them out cut the noise's tail (clean fleets drawn at 0.15 read
-    # 0.07); the MAD shrugs off the few truly slow ones. Their retests count about their own
-    # median (below), or a real slow link's repeats would read as noise.
-    clean = [p for p in pairs if _clean(p, entities, set() if p.phase == "main" else links)
-             and math.isfinite(p.speed(metric))]
-    spread = []
-    by_round: dict[int, list[PairResult]] = {}
-    for p in clean:
-        by_round.setdefault(p.round, []).append(p)
-    for members in by_round.values():
-        values = np.array([p.speed(metric) for p in members])
-        # each pair's round level without the pair itself: with it, a round of 2 reference
-        # pairs fits half of their noise away (clean synthetic fleets at 0.15 read 0.12)
-        base = levels[("phase", members[0].phase)]
-        if len(values) == 1:
-            spread.append(float(values[0]) - base)
-            continue
-        offset = _medians_without_each(values) - base
-        by = LEVEL_SHRINK * first / math.sqrt(len(values) - 1)
-        level = base + np.sign(offset) * np.maximum(0.0, np.abs(offset) - by)
-        spread += list(values - level)
-    for suspect in attribution.suspects:
-        if suspect.metric != metric:
-            continue
-        own = [p.speed(metric) for p in pairs if _is_test_of(suspect, p) and p.status == "ok"
-               and math.isfinite(p.speed(metric))]
-        if len(own) >= 3:
-            middle = float(np.median(own))
-            # about their own median: k values have k-1 degrees of freedom left
-            spread += [(v - middle) * math.sqrt(len(own) / (len(own) - 1)) for v in own]
-    if len(spread) < 2:
-        return first
-    middle = float(np.median(spread))
-    return max(MAD_TO_SIGMA * float(np.median(np.abs(np.asarray(spread) - middle))),
-               SCALE_FLOOR)
-
+# ---- a candidate's evidence -----------------------------------------------------------------
 
 def evidence_of(suspect: Suspect, attribution: Attribution, pairs: Sequence[PairResult],
-                levels: dict[str, dict[int, float]], sigma: dict[str, float]) -> Evidence:
+                levels: dict[str, dict[int, float]], sigma: dict[str, float],
+                index: dict[int, list[int]] | None = None) -> Evidence:
     """A candidate's residuals: an entity with partners that are not candidates (a pair runs
-    at its slower end's speed), a link its own pair; failed pairs count as slow."""
+    at its slower end's speed), a link its own pair; failed pairs count as slow. ``index``:
+    ``_by_entity(pairs)``, when the caller has it."""
     metric = suspect.metric
     entities, _ = _tested(attribution)
     main, retests = [], []
-    for p in pairs:
-        if not _is_test_of(suspect, p):
-            continue
+    for p in _tests_of(suspect, pairs, index if index is not None else _by_entity(pairs)):
         if suspect.kind != "link" and _partner(suspect, p) in entities:
             continue
         value = p.speed(metric)
@@ -269,14 +162,6 @@ def evidence_of(suspect: Suspect, attribution: Attribution, pairs: Sequence[Pair
         scatter = MAD_TO_SIGMA * float(np.median([abs(v - middle) for v in own]))
         noise = max(noise, scatter * math.sqrt(len(own) / (len(own) - 1)))
     return Evidence(tuple(main), tuple(retests), noise, sigma[metric])
-
-
-def _is_test_of(suspect: Suspect, p: PairResult) -> bool:
-    if suspect.kind == "link":
-        return (min(p.a, p.b), max(p.a, p.b)) == tuple(sorted(suspect.entities))
-    if suspect.kind == "switch":  # a pair across the leaf's uplink: one end behind it
-        return (p.a in suspect.entities) != (p.b in suspect.entities)
-    return suspect.entities[0] in (p.a, p.b)
 
 
 def _partner(suspect: Suspect, p: PairResult) -> int:
@@ -317,12 +202,14 @@ def settled(suspect: Suspect, found: Evidence, min_effect: Effect, confirm: int)
     return found.z <= -Z_LIMIT and high < slow  # bad, and beyond the line whatever the noise
 
 
-def judge(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effect,
+def judge(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effect | None,
           names: Sequence[str] | None = None, confirm: int = 3,
           leaves: Sequence[str | None] = ()) -> Judged:
     """Every candidate of the matrix with its pooled evidence, verdict and words
-    (``leaves``: each entity's leaf under --topology, for switches)."""
+    (``leaves``: each entity's leaf under --topology, for switches; ``min_effect`` None:
+    the line drawn from this run's noise, locate.noise)."""
     names = list(names) if names is not None else [str(e) for e in range(n)]
+    min_effect = resolve(min_effect, n, pairs, kind, leaves)
     attribution = attribute(n, pairs, kind, min_effect, leaves=leaves)
     judged = _judge(n, attribution, pairs, min_effect, names, confirm)
     # An entity cleared by its retests is normal after all: a pair of it slow in the matrix
@@ -343,6 +230,7 @@ def judge(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effect,
         if more:
             attribution.suspects += more
             judged = _judge(n, attribution, pairs, min_effect, names, confirm)
+    judged.line = min_effect
     return judged
 
 
@@ -355,8 +243,9 @@ def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_ef
     levels.update({f"{m}:entity": round_levels(pairs, m, entities, set(), sigma[m])
                    for m in attribution.scores})
     found, still_open = {}, []
+    index = _by_entity(pairs)
     for suspect in attribution.suspects:
-        evidence = evidence_of(suspect, attribution, pairs, levels, sigma)
+        evidence = evidence_of(suspect, attribution, pairs, levels, sigma, index)
         found[(suspect.kind, suspect.entities)] = evidence
         slow = limit(min_effect, suspect.metric)
         suspect.confirmed = (evidence.slow_again(slow), len(evidence.retests))
@@ -368,7 +257,7 @@ def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_ef
             # an end half the --min-effect slow with its other partners is a slow entity
             # the matrix missed (at 0.1 noise, 1 of 30 fleets named its pair a bad link)
             suspect.verdict = "inconclusive"
-        suspect.evidence = words(suspect, evidence, names)
+        suspect.evidence = words(suspect, evidence, names, min_effect)
         if n >= 3 and not settled(suspect, evidence, min_effect, confirm):
             still_open.append(suspect)
     return Judged(attribution, attribution.suspects, found, still_open)
@@ -407,15 +296,19 @@ def good_partners(n: int, attribution: Attribution) -> list[int]:
                                        + abs(lat.get(e, 0.0)), e))
 
 
-def next_rounds(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effect,
-                confirm: int, leaves: Sequence[str | None] = ()) -> list[Round]:
+def next_rounds(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effect | None,
+                confirm: int, leaves: Sequence[str | None] = (),
+                judged: Judged | None = None) -> list[Round]:
     """The next batch: ``confirm`` more retests of every open candidate (an entity against
     known-good partners it has not met in a retest yet where there are any, a link its pair),
     packed into rounds beside reference pairs; none when everything has settled. Fewer than 3
-    entities: none (of two, either may be the slow one, nobody is known good)."""
+    entities: none (of two, either may be the slow one, nobody is known good). ``judged``:
+    ``judge`` of these very pairs, when the caller has it."""
     if n < 3 or confirm < 1:
         return []
-    judged = judge(n, pairs, kind, min_effect, confirm=confirm, leaves=leaves)
+    min_effect = resolve(min_effect, n, pairs, kind, leaves)
+    if judged is None:
+        judged = judge(n, pairs, kind, min_effect, confirm=confirm, leaves=leaves)
     if not judged.open:
         return []
     good = good_partners(n, judged.attribution)
@@ -470,26 +363,33 @@ def _ordered(a: int, b: int) -> tuple[int, int]:
 
 def locate_offline(n: int, main: Sequence[Round],
                    measure: Callable[[Sequence[Round]], list[PairResult]], kind: str,
-                   min_effect: Effect, confirm: int, follow_ups: int,
+                   min_effect: Effect | None, confirm: int, follow_ups: int,
                    names: Sequence[str] | None = None,
                    leaves: Sequence[str | None] = ()) -> tuple[list[PairResult], Judged]:
     """The whole decision as the ranks run it (locate.rank: the main rounds, then up to
     ``follow_ups`` batches of ``next_rounds``, then ``judge``), with ``measure`` standing in
-    for the ranks: for synthetic fleets (tests, locate.simulate)."""
+    for the ranks: for synthetic fleets (tests, locate.simulate). ``min_effect`` None: the
+    line drawn from the main matrix's noise, once (as every later call would draw it)."""
     pairs = list(measure(main))
+    min_effect = resolve(min_effect, n, pairs, kind, leaves)
+    judged = judge(n, pairs, kind, min_effect, names, confirm, leaves)
     for _ in range(follow_ups):
-        more = next_rounds(n, pairs, kind, min_effect, confirm, leaves)
+        # the judgement of the pairs so far decides the next batch, then the verdicts
+        more = next_rounds(n, pairs, kind, min_effect, confirm, leaves, judged)
         if not more:
             break
         pairs += measure(more)
-    return pairs, judge(n, pairs, kind, min_effect, names, confirm, leaves)
+        judged = judge(n, pairs, kind, min_effect, names, confirm, leaves)
+    return pairs, judged
 
 
 # ---- words ------------------------------------------------------------------------------------
 
-def words(suspect: Suspect, found: Evidence, names: Sequence[str]) -> str:
+def words(suspect: Suspect, found: Evidence, names: Sequence[str],
+          min_effect: Effect | None = None) -> str:
     """'rank 1 - rank 3: 0.68x [0.61-0.74] the fleet median busbw over 4 exchanges (1 in the
-    matrix, 3 retests, slow again 3/3), z -4.2, both ends normal with their other partners'."""
+    matrix, 3 retests, slow again 3/3), z -4.2, both ends normal with their other partners;
+    min effect 12%' (the line it was judged against, in its metric)."""
     who = (f"switch {suspect.name}" if suspect.kind == "switch"
            else " - ".join(names[e] for e in suspect.entities))
     if not found.count:
@@ -512,4 +412,6 @@ def words(suspect: Suspect, found: Evidence, names: Sequence[str]) -> str:
     if suspect.kind == "switch":
         text += (f", across leaves; its {len(suspect.entities)} entities normal with each "
                  "other inside the leaf (its uplink)")
+    if min_effect is not None:
+        text += f"; min effect {as_min_effect(min_effect).of(suspect.metric):.0%}"
     return text

@@ -1,7 +1,8 @@
 """A fleet simulator for locate: synthetic nodes x GPUs, faults planted, and the very same
-schedule, attribution and confirmation a real run uses (locate.attribution.schedule,
-locate.confirmation.locate_offline: no second implementation). Pure: numpy, no torch, no
-process.
+schedule, --min-effect line, attribution and confirmation a real run uses
+(locate.attribution.schedule, locate.noise, locate.confirmation.locate_offline: no second
+implementation; without a given --min-effect each fleet draws its line from its own main
+matrix, as a run does). Pure: numpy, no torch, no process.
 
 The simulated run is at node level, as on a cluster: two nodes meet rail-parallel (local
 rank i with local rank i), and a meeting is as fast as its slowest rank pair, as the rank
@@ -25,6 +26,7 @@ A slow factor f divides busbw by f and multiplies latency by f.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -142,6 +144,7 @@ class Outcome:
     false_bad: bool  # something named bad that was not planted
     rounds: int  # main + retest rounds
     retest_rounds: int
+    line: tuple[float, float] = (float("nan"), float("nan"))  # --min-effect used (busbw, lat)
 
 
 def simulate(fleet: Fleet, rounds: str = "quick", seed: int = 0,
@@ -149,7 +152,7 @@ def simulate(fleet: Fleet, rounds: str = "quick", seed: int = 0,
     """One simulated locate run: plant, the schedule, measure, retest, judge."""
     spec = spec or LocateSpec()
     rng = np.random.default_rng(seed)
-    main = attribution.schedule(fleet.nodes, rounds, seed)
+    main = attribution.schedule(fleet.nodes, rounds, seed, fleet.leaves())
     planted = plant(fleet, rng, main)
     pairs, judged = confirmation.locate_offline(
         fleet.nodes, main, lambda more: measure(fleet, planted, more, rng), "node",
@@ -159,15 +162,18 @@ def simulate(fleet: Fleet, rounds: str = "quick", seed: int = 0,
     retest = len({p.round for p in pairs if p.phase == "confirm"})
     return Outcome(named == planted.expected and bool(planted.expected) or
                    (not planted.expected and not named),
-                   bool(named - planted.expected), len(main) + retest, retest)
+                   bool(named - planted.expected), len(main) + retest, retest,
+                   (judged.line.busbw, judged.line.lat) if judged.line else (math.nan,) * 2)
 
 
 def rates(fleet: Fleet, rounds: str, trials: int, seed: int = 0,
           min_effect: MinEffect | None = None) -> dict:
     """Detection rate, false-bad rate per fleet, rounds (median, max) over ``trials``."""
-    spec = LocateSpec(min_effect=min_effect or MinEffect())
+    spec = LocateSpec(min_effect=min_effect)  # None: the line drawn from each fleet's noise
     outcomes = [simulate(fleet, rounds, seed + t, spec) for t in range(trials)]
     counts = [o.rounds for o in outcomes]
     return {"trials": trials, "found": sum(o.found for o in outcomes) / trials,
             "false_bad": sum(o.false_bad for o in outcomes) / trials,
-            "rounds_median": float(np.median(counts)), "rounds_max": max(counts)}
+            "rounds_median": float(np.median(counts)), "rounds_max": max(counts),
+            "line_busbw": float(np.median([o.line[0] for o in outcomes])),
+            "line_lat": float(np.median([o.line[1] for o in outcomes]))}

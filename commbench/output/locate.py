@@ -33,6 +33,8 @@ def console_lines(suspects: Sequence[dict], transient: Sequence[dict], head: dic
              f"busbw at {head['large']}, latency at {head['small']}"
              + (f", under {head['leaves']} leaf switches (--topology)" if head.get("leaves")
                 else "")]
+    if head.get("min_effect_line"):
+        lines.append(f"# min effect: {head['min_effect_line']}")
     verdict = headline(suspects, transient, head)
     if verdict:
         lines.append(f"# {verdict}")
@@ -82,6 +84,8 @@ def summary_markdown(suspects: Sequence[dict], transient: Sequence[dict], head: 
              "link its own pair) until their pooled evidence settles, and called bad when the "
              f"pooled effect is at least that and {head['z_limit']:g} z beyond this run's "
              "noise.", ""]
+    if head.get("min_effect_line"):
+        parts += [f"Min effect: {head['min_effect_line']}.", ""]
     if meta.get("error"):
         parts += [f"> error: {meta['error']}", ""]
     if suspects:

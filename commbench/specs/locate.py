@@ -10,24 +10,30 @@ LEVELS = ("gpu", "node", "rail", "switch")  # switch: nodes grouped by --topolog
 @dataclass(frozen=True)
 class MinEffect:
     """How much slower than the fleet an entity or link must be, per metric, before it is a
-    candidate and before it can be bad (SPEC §8). Separate because the two metrics' noise is
-    not alike (docs/project/accuracy.md, "locate: min-effect"): BUSBW_DEFAULT and LAT_DEFAULT
-    say where each default comes from."""
+    candidate and before it can be bad (SPEC §8), as given by --min-effect. Separate because
+    the two metrics' noise is not alike. A metric left None is drawn from the run's own pair
+    noise (commbench.locate.noise: K x sigma within a floor and a cap), as the whole line is
+    when --min-effect is not given (LocateSpec.min_effect None)."""
 
-    busbw: float = 0.30
-    lat: float = 0.30
+    busbw: float | None = 0.30
+    lat: float | None = 0.30
 
     def of(self, metric: str) -> float:
         """The share for ``metric``; ``both`` (the mean of the two log speeds) takes the
         smaller: a slowdown of that share in both metrics moves their mean by as much."""
+        if self.busbw is None or self.lat is None:
+            raise ValueError("a --min-effect drawn from the noise is resolved before use")
         if metric == "both":
             return min(self.busbw, self.lat)
         return self.busbw if metric == "busbw" else self.lat
 
     def words(self) -> str:
+        def share(value: float | None) -> str:
+            return "from the noise" if value is None else f"{value:.0%}"
+
         if self.busbw == self.lat:
-            return f"{self.busbw:.0%}"
-        return f"{self.busbw:.0%} (busbw) / {self.lat:.0%} (latency)"
+            return share(self.busbw)
+        return f"{share(self.busbw)} (busbw) / {share(self.lat)} (latency)"
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,8 @@ class LocateSpec:
     small: int = 8  # bytes: latency
     large: int = 64 << 20  # bytes: bandwidth
     confirm: int = 3  # retests of a candidate a batch (known-good partners; a link: its pair)
-    min_effect: MinEffect = MinEffect()
+    # None: drawn from the noise this run measured (commbench.locate.noise); given, it wins
+    min_effect: MinEffect | None = None
     follow_ups: int = 3  # batches of retests at most, until the pooled evidence settles
     nproc: int | None = None
     timeout: float = 300.0

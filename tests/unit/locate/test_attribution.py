@@ -148,7 +148,7 @@ def test_bad_link_between_good_ends():
     assert bad(suspects) == [("link", (1, 3))]
     (link,) = [s for s in suspects if s.verdict == "bad link"]
     assert "over 4 exchanges (1 in the matrix, 3 retests" in link.evidence
-    assert link.evidence.endswith("both ends normal with their other partners")
+    assert link.evidence.endswith("both ends normal with their other partners; min effect 30%")
 
 
 def test_bad_entity_plus_bad_link():
@@ -484,9 +484,11 @@ def test_parsers():
 
     assert parse_sizes("64M,8") == (8, 64 << 20)
     assert parse_effect("10%") == MinEffect(0.1, 0.1) == parse_effect("0.1")
-    assert parse_effect("busbw=20%") == MinEffect(0.2, MinEffect().lat)
+    # a metric left out is drawn from the run's noise, as the whole line is without the option
+    assert parse_effect("busbw=20%") == MinEffect(0.2, None)
     assert parse_effect("busbw=20%,lat=0.3") == MinEffect(0.2, 0.3)
-    assert parse_effect("latency=5%") == MinEffect(MinEffect().busbw, 0.05)
+    assert parse_effect("latency=5%") == MinEffect(None, 0.05)
+    assert parse_effect(None) is None and parse_effect("auto") is None
     assert parse_rounds("Quick") == "quick" and parse_rounds("7") == "7"
 
 

@@ -214,3 +214,18 @@ def test_the_heatmap_groups_by_leaf_and_names_the_bad_one_in_red(tmp_path):
     separators = sorted({line.get_ydata()[0] for line in ax.lines
                          if len(set(line.get_ydata())) == 1})
     assert separators == [1.5, 4.5]  # between y | x | unplaced
+
+
+def test_quick_rounds_with_a_topology_measure_pairs_inside_every_leaf():
+    """K random partners of 512 nodes left most leaves of 4 with no pair inside, and their
+    hosts were named one by one instead of the switch: the first quick round pairs inside."""
+    leaves = tuple(f"leaf{e // 4}" for e in range(512)) + (None,)  # one host under no leaf
+    rounds = locate.schedule(513, "quick", 3, leaves)
+    assert len(rounds) == locate.quick_count(513)
+    first = rounds[0]
+    inside = [(a, b) for a, b in first.pairs if leaves[a] == leaves[b]]
+    assert len(inside) == 256 and len(first.byes) == 1
+    for r in rounds:
+        met = [e for pair in r.pairs for e in pair]
+        assert len(met) == len(set(met))
+    assert locate.schedule(12, "quick", 3) == locate.quick_rounds(12, locate.quick_count(12), 3)

@@ -1,0 +1,107 @@
+"""The --min-effect line drawn from the noise a run measured (commbench.locate.noise; issue 30):
+it follows the noise within its floor and cap, a given --min-effect wins, it depends on the
+main matrix only (so rank 0's retests, its verdict and the files agree), a 1.3x fault at a
+quiet cluster's noise is named while clean fleets name nobody, and the run says the line."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from commbench.locate import confirmation, noise
+from commbench.locate import simulate as sim
+from commbench.specs.locate import LocateSpec, MinEffect
+from tests.unit.locate.test_attribution import fleet, locate_folder, measured
+
+
+def line_at(sigma: float, n: int = 12, seed: int = 0) -> noise.Line:
+    """The line a clean synthetic gpu-level fleet of ``n`` draws at pair noise ``sigma``."""
+    return noise.resolve(None, n, fleet(n, noise=sigma, seed=seed), "gpu")
+
+
+def test_the_rule_is_k_sigma_within_floor_and_cap():
+    line = noise.line_from({"busbw": 0.04, "lat": 0.001})
+    assert line.busbw == pytest.approx(math.expm1(noise.K * 0.04)) and line.how_busbw == "noise"
+    assert line.lat == noise.FLOOR and line.how_lat == "floor"
+    line = noise.line_from({"busbw": 1.0, "lat": 0.5})
+    assert (line.busbw, line.lat) == (noise.CAP, noise.CAP) and line.how_lat == "cap"
+
+
+def test_the_line_follows_the_measured_noise():
+    """A quieter fleet draws a lower line; the floor holds a noise-free one up, the cap a
+    very noisy one down; the noise it quotes is near the one planted."""
+    quiet, middle, noisy = line_at(0.025), line_at(0.045), line_at(0.3)
+    assert quiet.busbw < middle.busbw < noisy.busbw
+    assert quiet.lat < middle.lat < noisy.lat
+    assert middle.how_busbw == middle.how_lat == "noise"
+    assert 0.03 < middle.sigma_busbw < 0.06, middle
+    assert (noisy.busbw, noisy.lat, noisy.how_busbw) == (noise.CAP, noise.CAP, "cap")
+    calm = line_at(0.001)
+    assert (calm.busbw, calm.lat, calm.how_lat) == (noise.FLOOR, noise.FLOOR, "floor")
+
+
+def test_a_given_min_effect_wins_per_metric():
+    pairs = fleet(12, noise=0.3)
+    given = noise.resolve(MinEffect(0.12, 0.2), 12, pairs, "gpu")
+    assert (given.busbw, given.lat, given.how_busbw, given.how_lat) == (0.12, 0.2, "given",
+                                                                        "given")
+    assert given.words() == "12% (busbw) / 20% (latency) (--min-effect)"
+    half = noise.resolve(MinEffect(0.12, None), 12, pairs, "gpu")
+    assert (half.busbw, half.how_busbw, half.lat, half.how_lat) == (0.12, "given", noise.CAP,
+                                                                    "cap")
+    judged = confirmation.judge(12, pairs, "gpu", MinEffect(0.5, 0.5))
+    assert (judged.line.busbw, judged.line.lat) == (0.5, 0.5)
+
+
+def test_the_line_depends_on_the_main_matrix_only():
+    """Rank 0 draws it before each batch of retests and again for the verdict and the files:
+    retests must not move it."""
+    main, retests = measured(8, slow={3: 0.5})
+    assert retests
+    assert noise.resolve(None, 8, main, "gpu") == noise.resolve(None, 8, main + retests, "gpu")
+
+
+@pytest.mark.parametrize("fault", ["gpu", "link"])
+def test_a_1_3x_fault_at_quiet_noise_is_named(fault):
+    """16 nodes x 8 GPUs at a quiet cluster's 0.05: a 1.3x GPU or link is named alone, over
+    several seeds; the fixed 30 % line of before never even made it a candidate."""
+    fleet16 = sim.Fleet(16, noise=sim.QUIET, fault=fault, factor=1.3)
+    for seed in range(3):
+        outcome = sim.simulate(fleet16, "full", seed)
+        assert outcome.found and not outcome.false_bad, (seed, outcome)
+        assert 0.1 <= outcome.line[0] < 0.2, outcome
+    before = sim.simulate(fleet16, "full", 0, LocateSpec(min_effect=MinEffect(0.3, 0.3)))
+    assert not before.found
+
+
+def test_a_clean_fleet_at_quiet_noise_names_nobody():
+    clean16 = sim.Fleet(16, noise=sim.QUIET)
+    for seed in range(6):
+        outcome = sim.simulate(clean16, "full", seed)
+        assert outcome.found and not outcome.false_bad, (seed, outcome)
+
+
+def test_the_run_says_and_writes_its_line(tmp_path, capsys):
+    locate_folder(tmp_path / "run", slow={2: 0.4})
+    out = capsys.readouterr().out
+    (said,) = [line for line in out.splitlines() if line.startswith("# min effect: ")]
+    assert said.startswith("# min effect: busbw ") and "measured noise 0.0" in said, said
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    drawn = meta["min_effect"]
+    assert drawn["busbw"]["how"] in ("noise", "floor") and drawn["busbw"]["sigma"] > 0
+    assert drawn["rule"] == {"k": noise.K, "floor": noise.FLOOR, "cap": noise.CAP}
+    assert f"{drawn['busbw']['share']:.0%}" in said
+    assert f"Min effect: {said[len('# min effect: '):]}." in (tmp_path / "run" /
+                                                                "summary.md").read_text()
+    from commbench.commands.locate import LocateOutput, finish
+
+    finish(tmp_path / "run", LocateSpec(small=8, large=262144), LocateOutput(json_out=True), "",
+           "gloo")
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["min_effect"] == drawn
+    (suspect,) = meta["suspects"]  # the evidence quotes the line of the metric it was judged in
+    shares = {m: drawn[m]["share"] for m in ("busbw", "lat")}
+    share = shares.get(suspect["metric"], min(shares.values()))
+    assert suspect["evidence"].endswith(f"; min effect {share:.0%}"), suspect["evidence"]
