@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -21,6 +22,11 @@ import torch.distributed as dist
 from commbench.core import compat
 
 WATCH_PREFIX = "commbench/watch"
+# How long one connection to a store that is already up may go unanswered before another is
+# made (connect_running_store). A store answers in milliseconds; 6 ranks on 2 busy cores
+# connect within a second or two.
+CONNECT_ATTEMPT_S = 5.0
+STORE_ERROR_WAIT_S = 3.0  # torch ends its own connect retries up to a backoff delay late
 
 
 class Control:
@@ -57,17 +63,67 @@ def heartbeat_interval(timeout: float) -> float:
 
 
 def connect(
-    host: str, port: int, timeout: float, is_master: bool = False, world: int | None = None
+    host: str, port: int, timeout: float, is_master: bool = False, world: int | None = None,
+    store_is_up: bool = False,
 ):
     """A store connection. A master for a loopback address listens on loopback only (a
     TCPStore binds every interface unless handed a socket); for another address it must be
-    reachable from the other nodes."""
+    reachable from the other nodes. ``store_is_up``: the store was started before this rank
+    (a launcher's agent hosts it), so a connection it does not answer is tried again
+    (connect_running_store) rather than waited on."""
     if is_master and host.startswith("127."):
         store, _ = compat.listening_store(dist, host, port, world, timeout,
                                           wait_for_workers=False)
         return store
+    if store_is_up and not is_master:
+        return connect_running_store(host, port, timeout)
     return dist.TCPStore(host, port, world, is_master, timedelta(seconds=timeout),
                          wait_for_workers=False)
+
+
+def connect_running_store(host: str, port: int, timeout: float, attempt: float | None = None):
+    """A client of a store that is up, made in attempts of ``attempt`` seconds until
+    ``timeout``; every attempt after the first is said on stderr (the rank's log).
+
+    A TCPStore client's constructor connects, then waits for the server's answer to its
+    validation and ping with no time limit (torch 2.13: a server that accepts and never
+    answers holds it in recv() for ever, whatever the timeout). A local rank was once caught
+    stalled in this constructor, on what is not known (docs/reference/exit-codes.md); if it
+    was a silent server, a fresh connection gets the answer. The constructor cannot be
+    interrupted, so each attempt runs in a thread of its own (the call releases the GIL); one
+    that has not answered in time is left behind, a daemon thread with one idle socket. An
+    error the store raises itself (refused, timed out) ends the attempts as before.
+    """
+    attempt = CONNECT_ATTEMPT_S if attempt is None else attempt
+    deadline = time.monotonic() + timeout
+    tries = 0
+    while True:
+        tries += 1
+        outcome: dict = {}
+
+        def attempt_once(outcome: dict = outcome) -> None:
+            try:
+                outcome["store"] = dist.TCPStore(host, port, None, False,
+                                                 timedelta(seconds=timeout),
+                                                 wait_for_workers=False)
+            except Exception as error:  # handed to the caller's thread
+                outcome["error"] = error
+
+        thread = threading.Thread(target=attempt_once, name=f"commbench-store-connect-{tries}",
+                                  daemon=True)
+        thread.start()
+        thread.join(max(0.0, min(attempt, deadline - time.monotonic())))
+        if not outcome and time.monotonic() >= deadline:
+            thread.join(STORE_ERROR_WAIT_S)  # the store's own error, due at the same deadline
+        if "store" in outcome:
+            return outcome["store"]
+        if "error" in outcome:
+            raise outcome["error"]
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"the store at {host}:{port} did not answer any of {tries} "
+                               f"connections within {timeout:g}s")
+        print(f"commbench: the store at {host}:{port} did not answer connection {tries} "
+              f"within {attempt:g}s; connecting again", file=sys.stderr, flush=True)
 
 
 class Watch:

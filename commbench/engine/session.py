@@ -138,8 +138,12 @@ class Session:
             torch.cuda.set_device(pick_device(env.local_rank, count, "nccl" in self.backends))
         is_master = env.rank == 0 and not env.agent_store
         try:
-            store = connect(env.master_addr, env.master_port, timeout, is_master, env.world)
-            beat_store = connect(env.master_addr, env.master_port, timeout)
+            # Under an agent (commbench's local launcher, torchrun) the store is up before
+            # the ranks start: a connection it leaves unanswered is made again.
+            up = bool(env.agent_store)
+            store = connect(env.master_addr, env.master_port, timeout, is_master, env.world,
+                            store_is_up=up)
+            beat_store = connect(env.master_addr, env.master_port, timeout, store_is_up=up)
         except Exception as error:
             raise RankFailure(
                 "timeout",

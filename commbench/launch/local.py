@@ -9,13 +9,15 @@ Whatever way a rank ends, it leaves words behind (launch.ranklogs): its stderr g
 ``rank-<r>.log`` in the run folder as well as to the console, and the failure's one line ends
 with the rank's last line there. A rank that has not made its first heartbeat within
 ``START_GRACE_S`` of the launch is a stalled start: every rank's Python stack is dumped
-(faulthandler, into ``rank-<r>.stack``) and the error names the rank and where it was.
+(faulthandler, into ``rank-<r>.stack``) after its threads' kernel state (launch.procstate), and
+the error names the rank, where it was and the system call its threads were blocked in.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing.connection
 import os
 import shutil
 import signal
@@ -24,6 +26,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import torch.distributed as dist
@@ -37,12 +40,17 @@ from commbench.core import compat
 from commbench.core.errors import EXIT_RUN_FAILED, Interrupted, RunFailed
 from commbench.launch import ranklogs
 from commbench.launch.environment import agent_rank_env, pin_interfaces
+from commbench.launch.storehost import StoreHost
 
 SHUTDOWN_GRACE_S = 2  # SIGTERM, then SIGKILL after this long
 # How often the agent looks at its ranks. Each look wakes this process, which on a small
 # machine preempts a measuring rank (a pingpong of 50 us then shows a 4 ms scheduler tick);
 # a failure is still seen within a second.
 MONITOR_INTERVAL_S = 1.0
+# The agent's own pause between looks (WorkerSpec.monitor_interval, which must be positive):
+# _Agent waits for the next look itself, in poll() on what a rank's return makes ready, so that
+# the end of a run is seen at once (~0.5 s sooner on average) and nothing else wakes it.
+AGENT_PAUSE_S = 0.001
 # A rank with no heartbeat this long after the launch has stalled at start-up. 6 ranks on 2
 # busy cores start within 10 s; engine.session waits longer (LOCAL_START_S) before the ranks
 # themselves name a missing one, so that this watchdog, which can read every rank's stack,
@@ -51,11 +59,22 @@ START_GRACE_S = 45.0
 
 
 class LoopbackRendezvous(RendezvousHandler):
-    """A one-node rendezvous whose store is handed a socket bound to 127.0.0.1."""
+    """A one-node rendezvous whose store listens on 127.0.0.1 only, served by a process of its
+    own (launch.storehost: no rank is forked from a process running the server's thread)."""
 
     def __init__(self, timeout: float) -> None:
-        self.store, self.port = compat.listening_store(
-            dist, "127.0.0.1", 0, None, timeout, wait_for_workers=False, multi_tenant=True)
+        self.host = StoreHost(timeout, die_with_parent)
+        self.port = self.host.port
+        try:
+            self.store = dist.TCPStore("127.0.0.1", self.port, None, False,
+                                       timedelta(seconds=timeout), wait_for_workers=False)
+        except Exception:
+            self.host.stop()
+            raise
+
+    def close(self) -> None:
+        """End the store's server (after the ranks have ended and their reports are read)."""
+        self.host.stop()
 
     def get_backend(self) -> str:
         return "commbench-loopback"
@@ -100,6 +119,7 @@ class _Agent(LocalElasticAgent):
 
     def _monitor_workers(self, worker_group):
         processes = _processes(self)
+        _await_end_or_tick(_rank_ends(self, processes), MONITOR_INTERVAL_S)
         failed = {i: p.exitcode for i, p in enumerate(processes) if p.exitcode not in (None, 0)}
         if failed and not self.first_failures and not self.stalled:
             self.first_failures = failed
@@ -125,6 +145,35 @@ def _processes(agent) -> list:
     from torch's RunResult instead and the stop falls back to torch's own."""
     return list(getattr(getattr(getattr(agent, "_pcontext", None), "_pc", None), "processes",
                         None) or [])
+
+
+def _rank_ends(agent, processes: list) -> list | None:
+    """What becomes ready when a rank returns, for ``multiprocessing.connection.wait``; None
+    where torch keeps it elsewhere. A rank that returns puts its value in its return queue
+    (torch's ``_wrap``) and then waits, alive, until the agent has read every rank's value:
+    its queue's reader is what tells. Both are private (``_pcontext._ret_vals``,
+    ``SimpleQueue._reader``). A rank that fails is still seen at the next look, as before:
+    the other ranks' own failure path (rank 0 writing the sizes it measured) keeps the time
+    it had before their SIGTERM."""
+    if not processes:
+        return None
+    pcontext = getattr(agent, "_pcontext", None)
+    queues = getattr(pcontext, "_ret_vals", None) or {}
+    read = getattr(pcontext, "_return_values", None) or {}
+    readers = [getattr(queue, "_reader", None) for rank, queue in queues.items()
+               if rank not in read]
+    # None, not []: with nothing to wait on, the look must not come round every millisecond.
+    return [reader for reader in readers if reader is not None] or None
+
+
+def _await_end_or_tick(ends: list | None, interval: float) -> None:
+    """Sleep until a rank returns or ``interval`` passes: the agent's look, at the same cadence
+    while the ranks run (one wake-up a second), at once when one of them returns. Without
+    ``ends`` (torch keeps them elsewhere), the cadence alone."""
+    if ends:
+        multiprocessing.connection.wait(ends, timeout=interval)
+    else:
+        time.sleep(interval)
 
 
 def _terminate(processes) -> None:
@@ -217,7 +266,16 @@ def run_local(entry: Callable, args: tuple, nproc: int, timeout: float, cuda: bo
     # As torchrun does: ranks sharing a machine must not each start a thread per core, whose
     # spinning steals the CPU from the ranks being measured (gloo needs no OpenMP).
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    rendezvous = LoopbackRendezvous(timeout)
+    rendezvous = LoopbackRendezvous(timeout)  # first: its server is forked before any thread
+    try:
+        return _run_agent(entry, args, nproc, cuda, explain, folder, start_grace, rendezvous)
+    finally:
+        rendezvous.close()
+
+
+def _run_agent(entry: Callable, args: tuple, nproc: int, cuda: bool, explain: Explain,
+               folder: str | Path | None, start_grace: float,
+               rendezvous: LoopbackRendezvous) -> dict:
     log_dir = tempfile.mkdtemp(prefix="commbench-")
     files = ranklogs.RankFiles(Path(folder) if folder is not None else Path(log_dir), log_dir,
                                nproc)
@@ -228,9 +286,10 @@ def run_local(entry: Callable, args: tuple, nproc: int, timeout: float, cuda: bo
         entrypoint=_rank_main,
         args=(entry, files, *args),
         max_restarts=0,
-        monitor_interval=MONITOR_INTERVAL_S,
+        monitor_interval=AGENT_PAUSE_S,
     )
-    watchdog = ranklogs.StartWatchdog(rendezvous.store, nproc, start_grace, files)
+    watchdog = ranklogs.StartWatchdog(rendezvous.store, nproc, start_grace, files,
+                                      rendezvous.host.pid)
     agent = _Agent(spec, logs_specs=DefaultLogsSpecs(log_dir=log_dir),
                    start_method="spawn" if cuda else "fork", watchdog=watchdog)
     copier = ranklogs.StderrCopier(files)

@@ -8,7 +8,11 @@ which take no Python lock that a rank forked at that moment could inherit held.
 
 At its start each rank registers faulthandler on SIGUSR1, writing every thread's Python stack
 into ``rank-<r>.stack``. The launcher's StartWatchdog sends it to every rank when one has not
-made its first heartbeat within the start-up grace, and names where that rank was.
+made its first heartbeat within the start-up grace, and names where that rank was. A Python
+stack alone cannot tell a call waiting on a lock from one waiting on a peer, so the watchdog
+first reads each rank's kernel state (launch.procstate: per thread, the system call and the
+kernel function it sleeps in; the TCP sockets) and appends it to the rank's stack file; the
+launcher's own stacks and kernel state go into ``launcher.stack`` (it hosts the store).
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
+
+from commbench.launch import procstate
 
 DUMP_SIGNAL = signal.SIGUSR1
 DUMP_WAIT_S = 2.0  # how long the watchdog waits for the ranks' stacks to be written
@@ -159,8 +166,10 @@ class StartWatchdog:
     """Names a rank that has not made its first heartbeat ``grace`` seconds after the launch,
     with where its stack stood; every rank's stack is dumped for the record."""
 
-    def __init__(self, store, nproc: int, grace: float, files: RankFiles) -> None:
+    def __init__(self, store, nproc: int, grace: float, files: RankFiles,
+                 store_pid: int | None = None) -> None:
         self.store = store
+        self.store_pid = store_pid  # the store's server process (launch.storehost)
         self.nproc = nproc
         self.grace = grace
         self.files = files
@@ -182,11 +191,48 @@ class StartWatchdog:
             return ""
         if time.monotonic() - self.started < self.grace:
             return ""
+        # The kernel state before the dump: SIGUSR1 wakes every thread it interrupts.
+        kernel = {rank: procstate.report(pid) for rank, pid in enumerate(pids)}
+        calls = {rank: procstate.threads(pids[rank]) for rank in missing if rank < len(pids)}
         dumped = dump_stacks(pids, self.files)
-        where = "; ".join(f"rank {r} {describe(dumped.get(r))}" for r in missing)
+        for rank, block in kernel.items():
+            with open(self.files.stack(rank), "a") as file:
+                file.write("\n" + block)
+        record_launcher(self.files.folder / "launcher.stack", self.store_pid)
+        where = "; ".join(f"rank {r} {describe(dumped.get(r))}{kernel_words(calls.get(r))}"
+                          for r in missing)
         return (f"rank {', '.join(map(str, missing))} made no heartbeat within "
                 f"{self.grace:g}s of the launch (a stalled start): {where}; every rank's stack "
-                f"is in {self.files.folder}/rank-<r>.stack")
+                f"and kernel state is in {self.files.folder}/rank-<r>.stack")
+
+
+def kernel_words(threads: list[procstate.ThreadState] | None) -> str:
+    """``, its main thread in futex (futex_wait_queue), S, its other threads in recvfrom
+    (wait_woken) x1`` for the one-line error. The other threads count: a main thread waiting
+    for a helper thread (a store connection attempt) is in futex while the helper waits on the
+    network."""
+    if not threads:
+        return ""
+    main, others = threads[0], Counter(f"{t.syscall or 'unknown call'}"
+                                       + (f" ({t.wchan})" if t.wchan else "")
+                                       for t in threads[1:])
+    words = f", its main thread in {main.describe()}"
+    if others:
+        words += ", its other threads in " + ", ".join(
+            f"{call} x{count}" for call, count in others.most_common())
+    return words
+
+
+def record_launcher(path: Path, store_pid: int | None = None) -> None:
+    """The launcher's own threads (Python stacks and kernel state) and its store server's
+    kernel state, for telling a store that never answered from a rank that never asked."""
+    with contextlib.suppress(OSError), open(path, "a") as file:
+        file.write(f"Launcher {os.getpid()} at {time.strftime('%Y-%m-%d %H:%M:%S')}:\n")
+        file.flush()
+        faulthandler.dump_traceback(file, all_threads=True)
+        file.write("\n" + procstate.report(os.getpid()))
+        if store_pid is not None:
+            file.write("\nThe store's server:\n" + procstate.report(store_pid))
 
 
 def dump_stacks(pids: list[int], files: RankFiles, wait: float = DUMP_WAIT_S) -> dict:
@@ -235,7 +281,10 @@ def describe(dump: str | None, frames: int = TOP_FRAMES) -> str:
     if not dump.strip():
         return "wrote no stack"
     threads = [block for block in re.split(r"\n\s*\n", dump) if "File " in block]
-    main = next((b for b in threads if " in _rank_main" in b), threads[0] if threads else "")
+    # The main thread: the one in the rank's entry, else the one threading did not start.
+    main = next((b for b in threads if " in _rank_main" in b),
+                next((b for b in threads if " in _bootstrap" not in b),
+                     threads[0] if threads else ""))
     found = []
     for line in main.splitlines():
         frame = _FRAME.match(line)
