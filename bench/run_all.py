@@ -19,7 +19,8 @@
 11. history      change points on synthetic series at this VM's run-to-run spread and at 3 %:
                  false ones per 100 flat series, steps found, check's time (bench/history.py)
 12. per_call     the cost of --per-call (time ratio, bytes per call) (bench/per_call.py)
-13. stalls       start-up stalls per 1,000 starts of a 6-rank barrier run (bench/startup.py)
+13. stalls       start-up stalls per 1,000 starts of 6 ranks: 300 of the start path under load,
+                 20 whole barrier launches (bench/startup.py)
 14. locate_sim   the fleet simulator at 64/512/2,048 nodes x 8 (bench/locate_sim.py)
 
 Timings on a 2-core machine are noisy: pairs are alternated and medians of repeats reported.
@@ -445,9 +446,14 @@ def per_call_figures(scratch: Path) -> list[dict]:
 
 
 def stall_figures(scratch: Path) -> list[dict]:
+    """300 starts of the start path itself (each from a freshly forked launcher, ~1 s), with
+    two processes spinning beside them, and 20 whole CLI launches (~10 s each): the stall was
+    in the start path, and 300 CLI launches would take 50 minutes."""
     from startup import figures
 
-    return figures(300, lock=os.environ.get("COMMBENCH_BENCH_LOCK"))
+    lock = os.environ.get("COMMBENCH_BENCH_LOCK")
+    return (figures(300, lock=lock, in_process=True, load=2)
+            + figures(20, lock=lock))
 
 
 def locate_sim_figures(scratch: Path) -> list[dict]:
