@@ -25,6 +25,18 @@ import torch.distributed as dist
 
 from commbench.core import compat
 
+# What `ps -o comm` and /proc/<pid>/comm show for the host (at most 15 characters): it is
+# forked from the launcher, so its command line is the launcher's; this tells it from a rank.
+NAME = "commbench-store"
+
+
+def _name_process(name: str) -> None:
+    """PR_SET_NAME; where there is no prctl the host keeps the launcher's name."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15], 0, 0, 0)
+
 
 class StoreHost:
     """A TCPStore server listening on ``127.0.0.1`` (port chosen by the kernel), in a child
@@ -38,6 +50,7 @@ class StoreHost:
             try:
                 os.close(read)
                 die_with_parent()
+                _name_process(NAME)
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     signal.signal(sig, signal.SIG_IGN)
                 _store, port = compat.listening_store(dist, "127.0.0.1", 0, None, timeout,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from commbench.launch.storehost import NAME as STORE_HOST
 from tests.conftest import read_meta
 
 pytestmark = [
@@ -22,14 +23,16 @@ pytestmark = [
 
 
 def children(pid: int) -> list[int]:
+    """The launcher's ranks: its children but the store's host process (launch.storehost)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                name = (entry / "comm").read_text().strip()
             except OSError:
                 continue
-            if int(fields[1]) == pid:
+            if int(fields[1]) == pid and name != STORE_HOST:
                 found.append(int(entry.name))
     return found
 

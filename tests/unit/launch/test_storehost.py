@@ -25,6 +25,9 @@ def test_the_server_thread_lives_in_the_host_not_in_the_launcher():
     try:
         assert in_epoll(os.getpid()) == before  # a client only: no loop a fork could catch
         assert in_epoll(rendezvous.host.pid) == 1  # the server's
+        # named, so that ps and the binding test tell it from a rank (same command line)
+        with open(f"/proc/{rendezvous.host.pid}/comm") as comm:
+            assert comm.read().strip() == "commbench-store"
         other = dist.TCPStore("127.0.0.1", rendezvous.port, None, False,
                               timedelta(seconds=10), wait_for_workers=False)
         other.set("key", "value")
