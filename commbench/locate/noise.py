@@ -57,6 +57,12 @@ K = 4.0  # the line in this run's pair noise (module docstring: why 4)
 FLOOR = 0.10  # never below: a systematic 10 % is no fault
 CAP = 0.30  # never above: the fixed line of before (the VM's systematic spread)
 LINE_METRICS = ("busbw", "lat")
+# Fewer normal pairs than this in the main matrix and the noise is not read at all: the line
+# is CAP. A MAD's sigma from n values is off by about 1.67/sqrt(n) of itself (37 % at 20), and
+# the line multiplies it by K: 4 torchrun agents (6 pairs, 3 normal) read a latency noise of
+# 0.01 on this VM, whose pairs differ by 15-25 %, and a normal node at 1.11x was retested 9
+# times into "inconclusive".
+MIN_NOISE_PAIRS = 20
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,9 @@ class Line(MinEffect):
             return f"{metric} {share:.0%} (--min-effect)"
         if how == "noise":
             return f"{metric} {share:.0%} ({K:.1f} x measured noise {sigma:.3f})"
+        if not math.isfinite(sigma):
+            return (f"{metric} {share:.0%} ({how}; fewer than {MIN_NOISE_PAIRS} normal pairs to "
+                    "measure the noise)")
         return f"{metric} {share:.0%} ({how}; measured noise {sigma:.3f})"
 
     def as_dict(self) -> dict:
@@ -111,6 +120,9 @@ def line_from(sigma: dict[str, float], given: MinEffect | None = None) -> Line:
             shares[metric], how[metric] = share, "given"
             continue
         share = math.expm1(K * sigma[metric])
+        if not math.isfinite(share):  # too few normal pairs to read the noise (run_sigma)
+            shares[metric], how[metric] = CAP, "cap"
+            continue
         how[metric] = "floor" if share < FLOOR else "cap" if share > CAP else "noise"
         shares[metric] = min(max(share, FLOOR), CAP)
     return Line(shares["busbw"], shares["lat"], sigma.get("busbw", math.nan),
@@ -132,6 +144,11 @@ def run_sigma(n: int, pairs: Sequence[PairResult], kind: str = "gpu",
     provisional = attribute(n, main, kind, FLOOR, leaves=leaves)
     if 2 * len(provisional.candidates) > n:
         provisional = attribute(n, main, kind, CAP, leaves=leaves)
+    entities, _ = _tested(provisional)
+    normal = sum(1 for p in main if p.status == "ok" and p.a not in entities
+                 and p.b not in entities)
+    if normal < MIN_NOISE_PAIRS:  # too few to read a noise from: the line is CAP
+        return {m: math.nan for m in LINE_METRICS}
     return {m: run_noise(provisional, main, m) for m in LINE_METRICS}
 
 

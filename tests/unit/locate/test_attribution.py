@@ -495,7 +495,7 @@ def test_parsers():
 # ---- the run folder and compare, offline ------------------------------------------------------
 
 
-def locate_folder(path, slow=None, confirm=3):
+def locate_folder(path, slow=None, confirm=3, n=6):
     """A locate run folder as rank 0 leaves it (run.json with the entities, pairs.jsonl), from
     a synthetic fleet, then finished by the command as after a real run."""
     import json
@@ -504,7 +504,6 @@ def locate_folder(path, slow=None, confirm=3):
     from commbench.commands.locate import LocateOutput, LocateSpec, finish
     from commbench.locate import fleet as levels
 
-    n = 6
     found = levels.entities("gpu", [{"host": "h", "node": ""}] * n)
     main, again = measured(n, slow)
     path.mkdir()

@@ -84,7 +84,7 @@ def test_a_clean_fleet_at_quiet_noise_names_nobody():
 
 
 def test_the_run_says_and_writes_its_line(tmp_path, capsys):
-    locate_folder(tmp_path / "run", slow={2: 0.4})
+    locate_folder(tmp_path / "run", slow={2: 0.4}, n=8)  # 28 pairs, 21 normal
     out = capsys.readouterr().out
     (said,) = [line for line in out.splitlines() if line.startswith("# min effect: ")]
     assert said.startswith("# min effect: busbw ") and "measured noise 0.0" in said, said
@@ -105,3 +105,16 @@ def test_the_run_says_and_writes_its_line(tmp_path, capsys):
     shares = {m: drawn[m]["share"] for m in ("busbw", "lat")}
     share = shares.get(suspect["metric"], min(shares.values()))
     assert suspect["evidence"].endswith(f"; min effect {share:.0%}"), suspect["evidence"]
+
+
+def test_too_few_normal_pairs_keep_the_cap_and_say_so(tmp_path, capsys):
+    """6 entities, one slow: 10 normal pairs, too few to read a noise from (4 torchrun agents
+    on this VM read 0.01 from 3 and retested a normal node into 'inconclusive')."""
+    locate_folder(tmp_path / "run", slow={2: 0.4})
+    out = capsys.readouterr().out
+    (said,) = [line for line in out.splitlines() if line.startswith("# min effect: ")]
+    assert said == ("# min effect: busbw 30% (cap; fewer than 20 normal pairs to measure the "
+                    "noise), lat 30% (cap; fewer than 20 normal pairs to measure the noise)")
+    drawn = json.loads((tmp_path / "run" / "run.json").read_text())["min_effect"]
+    assert drawn["busbw"] == {"share": 0.3, "how": "cap", "sigma": None}
+    assert noise.line_from(noise.run_sigma(4, fleet(4))).busbw == noise.CAP
