@@ -16,8 +16,8 @@ def commbench(args, tmp_path, *, timeout=120, env=None, check_rc=None):
     for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
         full_env.pop(name, None)
     command = [sys.executable, "-m", "commbench", *args, "--out", str(out)]
-    # No retry: a launch that stalls is a failed test. The launcher's watchdog ends a start
-    # that stalls (launch/local.py, START_GRACE_S) naming the rank and its stack.
+    # One launch per call: a launch that stalls is a failed test. The launcher's watchdog
+    # ends a start that stalls (launch/local.py, START_GRACE_S) naming the rank and its stack.
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=full_env)
     if check_rc is not None:
         assert done.returncode == check_rc, done.stderr[-3000:]
