@@ -27,6 +27,7 @@ up to its last step; at a clean exit the file is rewritten with every group in t
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import signal
 import socket
@@ -81,6 +82,7 @@ class Recorder(TorchDispatchMode):
         self.stopped = False
         self.lock = threading.Lock()
         self.wake = threading.Event()
+        self.callbacks = 0  # completion callbacks added to gloo futures and not yet run
         folder.mkdir(parents=True, exist_ok=True)
         self.file = self.path.open("w")
         self._group(dist.group.WORLD)
@@ -174,7 +176,9 @@ class Recorder(TorchDispatchMode):
             except RuntimeError:  # gloo's send/recv and reduce_scatter_tensor works have none
                 future = None
             if future is not None:
-                future.add_done_callback(lambda _: _complete(call))
+                with self.lock:
+                    self.callbacks += 1
+                future.add_done_callback(lambda _: self._completed(call))
                 return
             if not call.is_async:
                 # The caller waits before it goes on (is_completed may never turn true on such a
@@ -185,6 +189,22 @@ class Recorder(TorchDispatchMode):
         with self.lock:
             self.watched.append((work, call))
         self.wake.set()
+
+    def _completed(self, call: trace_format.Call) -> None:
+        _complete(call)
+        with self.lock:
+            self.callbacks -= 1
+
+    def settle(self, timeout_s: float = 5.0) -> None:
+        """Let gloo's threads run this recorder's completion callbacks before the group is
+        destroyed. The callbacks are Python: a gloo thread needs the GIL to run and drop one,
+        while ``destroy_process_group`` joins that thread holding the GIL; on torch 2.4.1 a
+        DDP job's last bucket completed just before its destroy and the rank never exited
+        (make compat). Sleeping gives the GIL away."""
+        deadline = time.monotonic() + timeout_s
+        while self.callbacks > 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(0.02)  # the thread drops the callback after running it
 
     def _close_sync(self) -> None:
         now, me = time.monotonic_ns(), threading.get_ident()
@@ -366,6 +386,7 @@ def start(folder: str | os.PathLike) -> Recorder | None:
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     register_optimizer_step_post_hook(lambda *_: recorder.end_step(explicit=False))
+    _settle_before_destroy(recorder)
     atexit.register(recorder.close)
     _flush_on_sigterm(recorder)
     return recorder
@@ -379,6 +400,21 @@ def mark_step() -> None:
 
 def active() -> Recorder | None:
     return _active
+
+
+def _settle_before_destroy(recorder: Recorder) -> None:
+    """``destroy_process_group`` waits for the recorder's callbacks first (Recorder.settle)."""
+    from torch.distributed import distributed_c10d
+
+    real = distributed_c10d.destroy_process_group
+
+    @functools.wraps(real)
+    def destroy(*args, **kwargs):
+        recorder.settle()
+        return real(*args, **kwargs)
+
+    distributed_c10d.destroy_process_group = destroy
+    dist.destroy_process_group = destroy
 
 
 def _flush_on_sigterm(recorder: Recorder) -> None:
