@@ -22,6 +22,13 @@ cluster's 0.05, or what the real runs here measured), then the faults:
 - ``many``: 2 % of the nodes slow at once (each is to be named).
 
 A slow factor f divides busbw by f and multiplies latency by f.
+
+At ``level="gpu"`` every GPU is an entity (node-major: entity ``node * gpus + gpu``), as
+``locate --level gpu`` runs across nodes: each pair is one rank pair, no slowest-of-G. A
+single slow GPU is then a whole entity slow with every partner, where at node level it is
+one lane of G and the meeting's slowest lane hides it under a noisy fleet's spread (at 0.25
+a rank pair, a 1.5x GPU read 0.87x of its node). ``rail`` (one NIC) slows only its pairs
+with other nodes; a right answer names the GPU (``bad gpu``).
 """
 
 from __future__ import annotations
@@ -50,12 +57,21 @@ class Fleet:
     factor: float = 1.3
     many_share: float = 0.02
     leaf_size: int = 0  # nodes a leaf switch (0: no topology known; switch faults: 4)
+    level: str = "node"  # node: a node an entity; gpu: every GPU one
+
+    @property
+    def entities(self) -> int:
+        return self.nodes * self.gpus if self.level == "gpu" else self.nodes
+
+    def node_of(self, entity: int) -> int:
+        return entity // self.gpus if self.level == "gpu" else entity
 
     def leaves(self) -> tuple[str | None, ...]:
-        """Each node's leaf, as --topology would say: consecutive nodes, ``leaf_size`` a
+        """Each entity's leaf, as --topology would say: consecutive nodes, ``leaf_size`` a
         leaf (a switch fault without one: SWITCH_LEAF); none without a topology."""
         size = self.leaf_size or (SWITCH_LEAF if self.fault == "switch" else 0)
-        return tuple(f"leaf{node // size}" for node in range(self.nodes)) if size else ()
+        return (tuple(f"leaf{self.node_of(e) // size}" for e in range(self.entities))
+                if size else ())
 
 
 @dataclass
@@ -63,6 +79,7 @@ class Planted:
     """What the fault is, and which entities a right answer names bad."""
 
     slow_gpus: dict[tuple[int, int], float] = field(default_factory=dict)  # (node, gpu)
+    slow_nics: dict[tuple[int, int], float] = field(default_factory=dict)  # across nodes only
     slow_links: dict[tuple[int, int], float] = field(default_factory=dict)  # node pair
     slow_uplinks: dict[str, float] = field(default_factory=dict)  # leaf
     congested: dict[int, float] = field(default_factory=dict)  # main round -> factor
@@ -74,13 +91,23 @@ def plant(fleet: Fleet, rng: np.random.Generator, main: Sequence[Round] = ()) ->
     measures K of a node's N-1 partners: a link it never draws it cannot see)."""
     found = Planted()
     node = int(rng.integers(fleet.nodes))
+    per_gpu = fleet.level == "gpu"
     if fleet.fault in ("gpu", "rail"):
-        found.slow_gpus[(node, int(rng.integers(fleet.gpus)))] = fleet.factor
-        found.expected.add(("node", (node,)))
+        gpu = int(rng.integers(fleet.gpus))
+        # seen from node level a NIC is one slow lane, as a GPU is
+        slow = found.slow_nics if per_gpu and fleet.fault == "rail" else found.slow_gpus
+        slow[(node, gpu)] = fleet.factor
+        found.expected.add(("gpu", (node * fleet.gpus + gpu,)) if per_gpu
+                           else ("node", (node,)))
     elif fleet.fault == "node":
         for gpu in range(fleet.gpus):
             found.slow_gpus[(node, gpu)] = fleet.factor
-        found.expected.add(("node", (node,)))
+            if per_gpu:
+                found.expected.add(("gpu", (node * fleet.gpus + gpu,)))
+        if not per_gpu:
+            found.expected.add(("node", (node,)))
+    elif fleet.level == "gpu" and fleet.fault in ("link", "switch", "many"):
+        raise ValueError(f"the {fleet.fault} fault is simulated at node level only")
     elif fleet.fault == "link":
         measured = [pair for r in main for pair in r.pairs]
         if measured:
@@ -111,6 +138,8 @@ def measure(fleet: Fleet, planted: Planted, rounds: Sequence[Round],
             rng: np.random.Generator) -> list[PairResult]:
     """Each meeting of two nodes: their G rank pairs at once, each with its noise and the
     faults on it; the meeting is its slowest rank pair (busbw) and latency."""
+    if fleet.level == "gpu":
+        return _measure_gpus(fleet, planted, rounds, rng)
     out = []
     gpus = fleet.gpus
     leaves = fleet.leaves()
@@ -138,6 +167,33 @@ def measure(fleet: Fleet, planted: Planted, rounds: Sequence[Round],
     return out
 
 
+def _measure_gpus(fleet: Fleet, planted: Planted, rounds: Sequence[Round],
+                  rng: np.random.Generator) -> list[PairResult]:
+    """``level="gpu"``: each pair is one rank pair, its noise and the faults on its two
+    GPUs (a slow NIC on its pairs with other nodes)."""
+    out = []
+    gpus = fleet.gpus
+    for r in rounds:
+        if not r.pairs:
+            continue
+        noise = np.exp(rng.normal(0.0, 1.0, size=(2, len(r.pairs)))
+                       * np.asarray(fleet.noise)[:, None])
+        slow = np.ones(len(r.pairs))
+        for i, (a, b) in enumerate(r.pairs):
+            ends = (divmod(a, gpus), divmod(b, gpus))
+            across = ends[0][0] != ends[1][0]
+            slow[i] = max(max(planted.slow_gpus.get(end, 1.0),
+                              planted.slow_nics.get(end, 1.0) if across else 1.0)
+                          for end in ends)
+        if r.phase == "main":
+            slow *= planted.congested.get(r.index, 1.0)
+        busbw = 10.0 / slow * noise[0]
+        lat = 50.0 * slow * noise[1]
+        out += [PairResult(r.index, a, b, float(busbw[i]), float(lat[i]), float(lat[i]),
+                           "ok", r.phase) for i, (a, b) in enumerate(r.pairs)]
+    return out
+
+
 @dataclass(frozen=True)
 class Outcome:
     found: bool  # the expected entities named bad, and nothing else
@@ -152,10 +208,10 @@ def simulate(fleet: Fleet, rounds: str = "quick", seed: int = 0,
     """One simulated locate run: plant, the schedule, measure, retest, judge."""
     spec = spec or LocateSpec()
     rng = np.random.default_rng(seed)
-    main = attribution.schedule(fleet.nodes, rounds, seed, fleet.leaves())
+    main = attribution.schedule(fleet.entities, rounds, seed, fleet.leaves())
     planted = plant(fleet, rng, main)
     pairs, judged = confirmation.locate_offline(
-        fleet.nodes, main, lambda more: measure(fleet, planted, more, rng), "node",
+        fleet.entities, main, lambda more: measure(fleet, planted, more, rng), fleet.level,
         spec.min_effect, spec.confirm, spec.follow_ups, leaves=fleet.leaves())
     named = {(s.kind, tuple(s.entities)) for s in judged.suspects
              if s.verdict.startswith("bad")}

@@ -1,0 +1,69 @@
+"""Verdicts that hold when a fleet is large and noisy: the z a ``bad`` needs grows with the
+candidates judged, an ambiguous non-reproduction gets one more batch, and one GPU is found at
+gpu level where its node hides it (bench/locate_sim.py measures the rates)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from commbench.locate import attribution, confirmation
+from commbench.locate import simulate as sim
+from commbench.locate.attribution import Suspect
+from commbench.locate.confirmation import Evidence, settled, verdict, z_limit
+
+
+def _evidence(residual: float, retests: int, sigma: float) -> Evidence:
+    return Evidence((residual,), (residual,) * retests, sigma)
+
+
+def test_the_z_a_bad_needs_grows_with_the_candidates():
+    assert z_limit(1) == z_limit(4) == 3.5
+    # the one-sided normal tail of 0.001 / 160 and / 470 (tables: 4.37, 4.60)
+    assert 4.30 < z_limit(160) < 4.45 and 4.55 < z_limit(470) < 4.65
+    link = Suspect("link", (1, 2), "busbw", 0.6, 1.0)
+    found = _evidence(-0.35, 5, sigma=0.17)  # 6 exchanges at 0.7x: z -4.0
+    assert -4.1 < found.z < -3.9
+    assert verdict(link, found, 0.3, 3, z_limit(3)) == "bad link"
+    assert verdict(link, found, 0.3, 3, z_limit(470)) == "inconclusive"
+    assert "bad needs 4.6 among this run's candidates" in confirmation.words(
+        link, found, ["a", "b", "c"], 0.3, z_limit(470))
+
+
+def test_retests_between_half_the_line_and_the_line_get_another_batch():
+    gpu = Suspect("gpu", (3,), "busbw", 0.7, 1.0)
+    slow = -math.log1p(0.3)
+    ambiguous = Evidence((-0.4,), (-0.4, 0.8 * slow, 0.1), 0.2)  # retests' median 0.8 x line
+    assert not ambiguous.reproduced(slow)
+    assert not settled(gpu, ambiguous, 0.3, 3)
+    six = Evidence((-0.4,), (-0.4, 0.8 * slow, 0.1, 0.2, 0.8 * slow, 0.0), 0.2)
+    assert settled(gpu, six, 0.3, 3)
+    normal = Evidence((-0.4,), (0.05, 0.0, -0.02), 0.2)  # plainly normal again: done
+    assert settled(gpu, normal, 0.3, 3)
+
+
+def test_at_gpu_level_every_gpu_is_an_entity_and_a_nic_slows_only_its_pairs_across():
+    fleet = sim.Fleet(4, gpus=2, noise=(0.0, 0.0), fault="rail", factor=2.0, level="gpu")
+    assert fleet.entities == 8 and fleet.node_of(5) == 2
+    planted = sim.Planted(slow_nics={(1, 0): 2.0})  # node 1's NIC 0 = entity 2
+    rounds = [attribution.Round(0, ((2, 3), (2, 4), (0, 1)))]
+    pairs = sim.measure(fleet, planted, rounds, np.random.default_rng(0))
+    busbw = {(p.a, p.b): p.busbw for p in pairs}
+    assert busbw == {(2, 3): 10.0, (2, 4): 5.0, (0, 1): 10.0}  # inside node 1: NVLink
+
+
+def test_one_slow_gpu_hidden_in_its_node_is_named_at_gpu_level():
+    """16 nodes x 4 GPUs at 0.15 a rank pair: a 1.5x GPU is named ``bad gpu`` alone (entity
+    node x 4 + gpu), every seed; the same fleets at node level, where a meeting is its
+    slowest of 4 rank pairs, find the node less often."""
+    noise = (0.15, 0.15)
+    found = {"gpu": 0, "node": 0}
+    for level in found:
+        fleet = sim.Fleet(16, gpus=4, noise=noise, fault="gpu", factor=1.5, level=level)
+        for seed in range(4):
+            outcome = sim.simulate(fleet, "quick", seed)
+            assert not outcome.false_bad, (level, seed, outcome)
+            found[level] += outcome.found
+    assert found["gpu"] == 4
+    assert found["node"] <= found["gpu"]
