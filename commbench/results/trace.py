@@ -57,6 +57,7 @@ TRACE_GLOB = "rank-*.jsonl"
 OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall", "gather",
        "scatter", "barrier", "send", "recv")
 P2P_OPS = ("send", "recv")
+ITEMSIZES = ITEMSIZE  # core.dtypes: the one table
 
 
 def moves_per_peer(op: str) -> bool:
@@ -64,7 +65,6 @@ def moves_per_peer(op: str) -> bool:
     returns and what it sends and receives come from the splits, not from one numel. The
     recorder and replay's figures ask this instead of spelling the op's name."""
     return op == "alltoall"
-ITEMSIZES = ITEMSIZE  # core.dtypes: the one table
 
 
 class TraceError(UsageError):
