@@ -261,7 +261,7 @@ def judge(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effect | N
 def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_effect: Effect,
            names: list[str], confirm: int) -> Judged:
     entities, tested_links = _tested(attribution)
-    sigma = {m: run_noise(attribution, pairs, m) for m in attribution.scores}
+    sigma = {m: run_noise(attribution, pairs, m, slow_side=True) for m in attribution.scores}
     levels = {m: round_levels(pairs, m, entities, tested_links, sigma[m])
               for m in attribution.scores}
     levels.update({f"{m}:entity": round_levels(pairs, m, entities, set(), sigma[m])

@@ -67,3 +67,26 @@ def test_one_slow_gpu_hidden_in_its_node_is_named_at_gpu_level():
             found[level] += outcome.found
     assert found["gpu"] == 4
     assert found["node"] <= found["gpu"]
+
+
+def test_a_verdicts_noise_reads_the_slow_tail_of_a_node_meeting():
+    """A node meeting is its slowest of 8 rank pairs: a spread leaning to the slow side,
+    which the MAD under-reads (0.172 on the slow side, 0.149 from the MAD, at 0.25 a rank
+    pair). A symmetric spread (gpu level) reads the same both ways; a 6-rank run's 15
+    pairs are too few to show a tail and keep the MAD."""
+    from commbench.locate.noise import run_noise
+
+    def noises(fleet, rounds):
+        rng = np.random.default_rng(1)
+        main = attribution.schedule(fleet.entities, rounds, 1)
+        pairs = sim.measure(fleet, sim.plant(fleet, rng, main), main, rng)
+        found = attribution.attribute(fleet.entities, pairs, fleet.level, 0.3)
+        return (run_noise(found, pairs, "busbw"),
+                run_noise(found, pairs, "busbw", slow_side=True))
+
+    mad, slow = noises(sim.Fleet(128, noise=(0.25, 0.15)), "full")
+    assert 0.13 < mad < 0.17 and slow > 1.08 * mad, (mad, slow)
+    mad, slow = noises(sim.Fleet(16, gpus=8, noise=(0.25, 0.15), level="gpu"), "full")
+    assert abs(slow / mad - 1) < 0.06, (mad, slow)
+    mad, slow = noises(sim.Fleet(6, gpus=1, noise=(0.25, 0.15), level="gpu"), "full")
+    assert slow == mad
