@@ -20,7 +20,11 @@ UNSUPPORTED = 77  # the exit status of a torch whose FSDP2 cannot train on CPU
 # raises "FSDP requires CUDA for streams" when CUDA is not available; later releases call the
 # stream API of torch.cuda (which a CUDA build on a machine without a driver refuses, and a CPU
 # build has only as a dummy) or of torch.cpu (which lacked it).
+# What a CUDA stream says where there is no usable GPU: torch 2.4.1's CUDA build read "Found no
+# NVIDIA driver" on the CPU VM on 2026-12-01 and "CUDA driver version is insufficient for CUDA
+# runtime version" on 2026-12-02 (the VM's driver libraries changed, not FSDP2).
 NO_CUDA_WORDS = ("FSDP requires CUDA for streams", "Found no NVIDIA driver",
+                 "CUDA driver version is insufficient", "no CUDA-capable device",
                  "Torch not compiled with CUDA enabled", "dummy base class Stream")
 
 

@@ -36,12 +36,14 @@ def raised_in(filename: str, code: str, namespace: dict | None = None) -> BaseEx
 @pytest.mark.parametrize("filename, code, limited", [
     (FSDP_FILE, "raise RuntimeError('FSDP requires CUDA for streams')", True),  # 2.4
     (FSDP_FILE, "raise RuntimeError('Found no NVIDIA driver on your system.')", True),
+    (FSDP_FILE, "raise RuntimeError('CUDA error: CUDA driver version is insufficient for CUDA "
+                "runtime version')", True),  # 2.4.1's CUDA build on the VM, 2026-12-02
     (FSDP_FILE, "torch.cpu.Stream().no_such_stream_call()", True),  # torch.cpu lacked it
     (FSDP_FILE, "None.size()", False),  # FSDP2 handed something broken
     (FSDP_FILE, "raise RuntimeError('Connection closed by peer')", False),
     ("/x/commbench/record/shim.py", "raise RuntimeError('FSDP requires CUDA for streams')",
      False),  # not raised by FSDP2 itself
-], ids=["2.4", "no-driver", "torch.cpu", "broken-input", "gloo", "outside-fsdp"])
+], ids=["2.4", "no-driver", "old-driver", "torch.cpu", "broken-input", "gloo", "outside-fsdp"])
 def test_only_the_named_limitation_is_a_skip(filename, code, limited):
     error = raised_in(filename, code, {"torch": torch})
     assert (example().cpu_limit(error) is not None) == limited
