@@ -22,6 +22,8 @@
 13. stalls       start-up stalls per 1,000 starts of 6 ranks: 300 of the start path under load,
                  20 whole barrier launches (bench/startup.py)
 14. locate_sim   the fleet simulator at 64/512/2,048 nodes x 8 (bench/locate_sim.py)
+15. locate_real  20 clean 6-rank runs (10 beside a CPU hog), a 1.4x link and a 1.3x rank
+                 planted inside the ranks, 10 runs each (bench/locate_real.py)
 
 Timings on a 2-core machine are noisy: pairs are alternated and medians of repeats reported.
 Writes bench.csv and bench.md under results/bench-<timestamp>/.
@@ -87,14 +89,18 @@ def round_means(row: dict) -> list[float]:
     return [statistics.mean(samples[a:a + n]) for a, n in zip(starts, counts, strict=True)]
 
 
-def fidelity(scratch: Path, pairs: int, seconds: float) -> list[dict]:
+FIDELITY_OPS = ("allreduce", "allgather", "broadcast", "pingpong", "alltoallv")
+
+
+def fidelity(scratch: Path, pairs: int, seconds: float,
+             ops: tuple[str, ...] = FIDELITY_OPS) -> list[dict]:
     """commbench against the hand-written loop (bench/thin_loop.py), both in FIDELITY_ROUNDS
     interleaved rounds over 8 B, 64 KiB, 16 MiB, launches alternated A/B then B/A: a side's
     time at a size is the median over its rounds of the round's loop-total mean, the figure
     the median over the pairs of commbench's over the loop's."""
     figures = []
     sizes = ",".join(str(v) for v in SIZES.values())
-    for op in ("allreduce", "allgather", "broadcast", "pingpong", "alltoallv"):
+    for op in ops:
         command = (["p2p", "--pattern", "pingpong"] if op == "pingpong" else
                    ["alltoallv", "--routing", "uniform"] if op == "alltoallv" else [op])
         ours: dict[int, list[float]] = {}
@@ -456,6 +462,14 @@ def stall_figures(scratch: Path) -> list[dict]:
             + figures(20, lock=lock))
 
 
+def locate_real_figures(scratch: Path) -> list[dict]:
+    """bench/locate_real.py: 20 clean 6-rank runs (10 beside a CPU hog) name nothing bad; a
+    1.4x link and a 1.3x rank planted inside the ranks, each named alone in >= 9 of 10."""
+    from locate_real import figures, summary
+
+    return summary(figures(20, 10, scratch))
+
+
 def locate_sim_figures(scratch: Path) -> list[dict]:
     """bench/locate_sim.py: per scale, schedule, noise and fault, found and false-bad rates;
     targets from the issue (quiet 1.3x >= 99 %, here 1.5x >= 95 %; false-bad <= 1 %)."""
@@ -472,7 +486,8 @@ def locate_sim_figures(scratch: Path) -> list[dict]:
             target = ">= 99 %" if quiet else ">= 95 %"
             met = rate >= (0.99 if quiet else 0.95)
             what = f"{r['factor']}x {r['fault']} found"
-        rows.append({"figure": f"locate sim {r['nodes']}x8 {r['schedule']} {r['noise']}: {what}",
+        rows.append({"figure": f"locate sim {r['nodes']}x8 {r['level']} level {r['schedule']} "
+                               f"{r['noise']}: {what}",
                      "value": f"{100 * rate:.0f} % of {r['trials']}", "target": target,
                      "met": met, "detail": f"rounds median {r.get('rounds_median')}, "
                      f"projected {r['projected_s']:.0f} s"})
@@ -489,11 +504,14 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=0.4, help="timed seconds per size")
     parser.add_argument("--only", default="", help="comma list of sections: fidelity,sweep,"
                         "unstable,startup,memory,ceilings,gate,mesh,locate,record,replay_gaps,"
-                        "history,per_call,stalls,locate_sim")
+                        "history,per_call,stalls,locate_sim,locate_real")
+    parser.add_argument("--ops", default="", help="fidelity's ops (comma list; default all: "
+                        + ",".join(FIDELITY_OPS) + ")")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     sections = {
-        "fidelity": lambda s: fidelity(s, args.rounds, args.seconds),
+        "fidelity": lambda s: fidelity(s, args.rounds, args.seconds,
+                                       tuple(args.ops.split(",")) if args.ops else FIDELITY_OPS),
         "sweep": lambda s: stable_sweep(s, 0.25),
         "unstable": lambda s: unstable_budgets(s, (1.5, 3.0, 6.0)),
         "startup": lambda s: startup(s, 3),
@@ -509,6 +527,7 @@ def main(argv=None) -> int:
         "per_call": per_call_figures,
         "stalls": stall_figures,
         "locate_sim": locate_sim_figures,
+        "locate_real": locate_real_figures,
     }
     chosen = [s for s in args.only.split(",") if s] or list(sections)
     out = Path(args.out) / f"bench-{datetime.now():%Y%m%d-%H%M%S}"
