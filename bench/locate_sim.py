@@ -36,27 +36,37 @@ TARGET = {"quiet": 1.3, "here": 1.5}  # the factor each noise's target is about
 
 
 def figures(clean=(200, 200), fleets=(40, 10), others=(15, 4), here=HERE,
-            faults=FAULTS, trials=None, round_s=ROUND_S) -> list[dict]:
+            faults=FAULTS, trials=None, round_s=ROUND_S, gpu_fleets=40,
+            scales=SCALES) -> list[dict]:
     """One row per scale, noise, fault and factor. ``trials`` (bench/run_all.py's call):
     that many fleets of every cell, per scale."""
     if trials is not None:
-        clean = fleets = others = tuple(trials[:len(SCALES)])
+        clean = fleets = others = tuple(trials[:len(scales)])
+        gpu_fleets = trials[min(1, len(trials) - 1)]
     rows = []
     noises = (("quiet", sim.QUIET), ("here", here))
-    for nodes, clean_count, target_count, other_count in zip(SCALES, clean, fleets, others,
+    for nodes, clean_count, target_count, other_count in zip(scales, clean, fleets, others,
                                                              strict=True):
         for noise_name, noise in noises:
             cells = [("clean", None, clean_count)]
             for factor in (1.3, 1.5):
                 count = target_count if factor == TARGET[noise_name] else other_count
                 cells += [(fault, factor, count) for fault in faults]
-            for fault, factor, count in cells:
+            cells = [(*cell, "node") for cell in cells]
+            if nodes == 64:
+                cells += [(fault, factor, gpu_fleets, "gpu")
+                          for fault, factor in (("clean", None),
+                                                ("gpu", TARGET[noise_name]),
+                                                ("rail", TARGET[noise_name]))
+                          if fault == "clean" or fault in faults]
+            for fault, factor, count, level in cells:
                 if not count:
                     continue
                 started = time.perf_counter()
-                fleet = sim.Fleet(nodes, noise=noise, fault=fault, factor=factor or 1.0)
+                fleet = sim.Fleet(nodes, noise=noise, fault=fault, factor=factor or 1.0,
+                                  level=level)
                 found = sim.rates(fleet, "quick", count, seed=1000 * nodes)
-                rows.append({"nodes": nodes, "gpus": 8, "schedule": "quick",
+                rows.append({"nodes": nodes, "gpus": 8, "level": level, "schedule": "quick",
                              "noise": noise_name, "sigma": list(noise), "fault": fault,
                              "factor": factor, **found,
                              "projected_s": found["rounds_median"] * round_s,
@@ -82,11 +92,15 @@ def attribution_time(nodes: int = 2048) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--clean", default="200,200", help="clean fleets at 64,512")
-    parser.add_argument("--fleets", default="40,10", help="fleets per target cell at 64,512")
-    parser.add_argument("--others", default="15,4", help="fleets per other cell at 64,512")
+    parser.add_argument("--scales", default=",".join(map(str, SCALES)),
+                        help="nodes of each scale (8 GPUs a node); the counts below, per scale")
+    parser.add_argument("--clean", default="200,200", help="clean fleets a scale")
+    parser.add_argument("--fleets", default="40,10", help="fleets per target cell a scale")
+    parser.add_argument("--others", default="15,4", help="fleets per other cell a scale")
     parser.add_argument("--here", default=",".join(map(str, HERE)))
     parser.add_argument("--faults", default=",".join(FAULTS))
+    parser.add_argument("--gpu-fleets", type=int, default=40,
+                        help="fleets per gpu-level cell (64 nodes)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -94,15 +108,17 @@ def main() -> None:
         return tuple(int(t) for t in text.split(","))
 
     rows = figures(counts(args.clean), counts(args.fleets), counts(args.others),
-                   tuple(float(x) for x in args.here.split(",")), tuple(args.faults.split(",")))
+                   tuple(float(x) for x in args.here.split(",")), tuple(args.faults.split(",")),
+                   gpu_fleets=args.gpu_fleets, scales=counts(args.scales))
     if args.json:
         print(json.dumps({"rows": rows}))
         return
-    print(f"{'nodes':>5} {'noise':<6} {'fault':<7} {'factor':>6} {'found':>6} {'false':>6} "
+    print(f"{'nodes':>5} {'level':<5} {'noise':<6} {'fault':<7} {'factor':>6} {'found':>6} "
+          f"{'false':>6} "
           f"{'rounds':>7} {'line b/l':>10} {'n':>4}")
     for r in rows:
         factor = f"{r['factor']:.1f}x" if r["factor"] else "-"
-        print(f"{r['nodes']:>5} {r['noise']:<6} {r['fault']:<7} {factor:>6} "
+        print(f"{r['nodes']:>5} {r['level']:<5} {r['noise']:<6} {r['fault']:<7} {factor:>6} "
               f"{r['found']:>6.1%} {r['false_bad']:>6.1%} "
               f"{r['rounds_median']:>3.0f}/{r['rounds_max']:<3} "
               f"{r['line_busbw']:>4.0%}/{r['line_lat']:<4.0%} {r['trials']:>4}")
