@@ -1,0 +1,165 @@
+"""locate on real runs (issue 30, point 4; make bench section ``locate_real``): 6 gloo ranks
+on this machine, ``locate --nproc 6 --sizes 8,256K``:
+
+- clean runs, half of them with a CPU hog beside them (``yes > /dev/null``, one core of two):
+  none may name anything ``bad``;
+- a 1.4x slow link (rank 1 - rank 3) and a 1.3x slow rank (rank 3), planted inside the ranks
+  (``COMMBENCH_FAULT``: a sleep before each 256K p2p batch, ``linkdelay`` / ``delay``): each is
+  to be named alone (exactly that link, or exactly that rank) in >= 9 of 10 runs.
+
+The sleep that makes a pair F x slower is calibrated first: a run with a trial sleep d0, its
+planted pairs' busbw against the fleet median gives the call's own time t = d0 / (T0 - 1)
+(T0: the pairs' time ratio), then d = (F - 1) t. The figure reports the factor the runs
+actually read (their planted pairs' median busbw ratio in the main matrix).
+
+    .venv/bin/python bench/locate_real.py [--clean 20] [--faulty 10] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LARGE = 256 * 1024
+ARGS = ["locate", "--nproc", "6", "--sizes", "8,256K", "--json", "--timeout", "120"]
+TRIAL_S = 0.004  # the calibration's trial sleep (a 256K batch takes a few ms here)
+LINK, RANK = (1, 3), 3
+
+
+def run(scratch: Path, name: str, fault: str = "") -> dict:
+    """One locate run: its exit, verdicts and the planted pairs' busbw ratio."""
+    env = None
+    if fault:
+        import os
+
+        env = {**os.environ, "COMMBENCH_FAULT": fault}
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "commbench", *ARGS, "--out", str(scratch),
+                           "--name", name, "--force"], capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - started
+    lines = done.stdout.strip().splitlines()
+    if done.returncode not in (0, 1) or not lines:
+        return {"name": name, "code": done.returncode, "bad": None, "wall_s": wall,
+                "error": done.stderr.strip().splitlines()[-1:] or ["no output"]}
+    summary = json.loads(lines[-1])
+    bad = sorted((s["kind"], tuple(s["ranks"])) for s in summary["suspects"]
+                 if s["verdict"].startswith("bad"))
+    return {"name": name, "code": done.returncode, "bad": bad, "wall_s": wall,
+            "ratios": _ratios(scratch / name)}
+
+
+def _ratios(folder: Path) -> dict:
+    """Main-matrix busbw of the link's pair and of the rank's pairs over the fleet median."""
+    with open(folder / "pairs.csv") as handle:
+        main = [r for r in csv.DictReader(handle) if r["phase"] == "main" and r["status"] == "ok"]
+
+    def ranks(row):
+        return {int(row["entity_a"].split()[-1]), int(row["entity_b"].split()[-1])}
+
+    fleet = statistics.median(float(r["busbw_gbps"]) for r in main)
+    link = [float(r["busbw_gbps"]) / fleet for r in main if ranks(r) == set(LINK)]
+    rank = [float(r["busbw_gbps"]) / fleet for r in main if RANK in ranks(r)
+            and ranks(r) != set(LINK)]
+    return {"link": link[0] if link else None,
+            "rank": statistics.median(rank) if rank else None}
+
+
+def calibrate(scratch: Path, kind: str, factor: float) -> tuple[float, float]:
+    """The sleep that makes ``kind`` (link | rank) ``factor`` x slow, and the trial's ratio."""
+    result = run(scratch, f"calibrate-{kind}", _fault(kind, TRIAL_S))
+    ratio = result["ratios"][kind]
+    slower = 1.0 / ratio
+    call = TRIAL_S / max(slower - 1.0, 0.05)
+    return (factor - 1.0) * call, ratio
+
+
+def _fault(kind: str, seconds: float) -> str:
+    if kind == "link":
+        return f"linkdelay={seconds:.6f}:{LINK[0]},{LINK[1]}:p2p:{LARGE}"
+    return f"delay={seconds:.6f}:{RANK}:p2p:{LARGE}"
+
+
+def figures(clean: int = 20, faulty: int = 10, scratch: Path | None = None) -> list[dict]:
+    scratch = scratch or Path(tempfile.mkdtemp(prefix="commbench-locate-real-"))
+    rows = []
+    for i in range(clean):
+        hog = subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) if i % 2 else None
+        try:
+            result = run(scratch, f"clean-{i}")
+        finally:
+            if hog is not None:
+                hog.kill()
+                hog.wait()
+        rows.append({"case": "clean", "hog": hog is not None, **result})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    for kind, factor, expected in (("link", 1.4, [("link", LINK)]),
+                                   ("rank", 1.3, [("gpu", (RANK,))])):
+        seconds, trial = calibrate(scratch, kind, factor)
+        for i in range(faulty):
+            result = run(scratch, f"{kind}-{i}", _fault(kind, seconds))
+            rows.append({"case": f"{kind} {factor}x", "hog": False, "sleep_s": seconds,
+                         "trial_ratio": trial, "named_alone": result["bad"] == expected,
+                         **result})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    """One figure per case: clean runs naming anything bad; faults named alone; the factor
+    the planted pairs read."""
+    out = []
+    for hog in (False, True):
+        runs = [r for r in rows if r["case"] == "clean" and r["hog"] == hog]
+        if runs:
+            named = sum(1 for r in runs if r["bad"])
+            failed = sum(1 for r in runs if r["bad"] is None)
+            beside = " beside a CPU hog" if hog else ""
+            wall = statistics.median(r["wall_s"] for r in runs)
+            out.append({"figure": f"locate real clean 6-rank runs{beside} naming anything bad",
+                        "value": f"{named} of {len(runs)}"
+                        + (f" ({failed} failed to run)" if failed else ""),
+                        "target": "0", "met": named == 0 and failed == 0,
+                        "detail": f"wall median {wall:.0f} s"})
+    for case in sorted({r["case"] for r in rows if r["case"] != "clean"}):
+        runs = [r for r in rows if r["case"] == case]
+        alone = sum(1 for r in runs if r.get("named_alone"))
+        kind = case.split()[0]
+        read = [1 / r["ratios"][kind] for r in runs if r.get("ratios")
+                and r["ratios"].get(kind)]
+        others = sorted({str(r["bad"]) for r in runs if not r.get("named_alone")})
+        out.append({"figure": f"locate real: a {case} slow {kind} named alone",
+                    "value": f"{alone} of {len(runs)}", "target": ">= 9 of 10",
+                    "met": alone * 10 >= 9 * len(runs),
+                    "detail": (f"planted sleep {runs[0]['sleep_s'] * 1e3:.2f} ms (trial read "
+                               f"{1 / runs[0]['trial_ratio']:.2f}x at {TRIAL_S * 1e3:.0f} ms); "
+                               f"the runs read {statistics.median(read):.2f}x "
+                               f"[{min(read):.2f}-{max(read):.2f}] in busbw"
+                               + (f"; otherwise named: {'; '.join(others)}" if others else ""))})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--clean", type=int, default=20)
+    parser.add_argument("--faulty", type=int, default=10)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows = figures(args.clean, args.faulty)
+    found = summary(rows)
+    if args.json:
+        print(json.dumps({"rows": rows, "figures": found}))
+        return
+    for figure in found:
+        print(f"{figure['figure']}: {figure['value']} (target {figure['target']}; "
+              f"{'met' if figure['met'] else 'NOT met'}) - {figure['detail']}")
+
+
+if __name__ == "__main__":
+    main()
