@@ -52,19 +52,39 @@ VERSION = 2
 STEP_END = "step_end"
 TRACE_GLOB = "rank-*.jsonl"
 
+@dataclass(frozen=True)
+class TraceOp:
+    """What the trace format knows of one op: the recorder, the importers and replay ask these
+    traits, never the op's name. (The measuring commands' descriptors live in collectives/,
+    which results/ may not import: the two are sibling layers.)"""
+
+    name: str
+    per_peer: bool = False  # its bytes go to each peer by its split sizes (an all-to-all)
+    end: str = ""  # send | recv: one end of a point-to-point message, not a group's call
+    barrier: bool = False  # moves no data
+
+
 # commbench's op names (the measuring commands' names), which the recorder and the importers
 # map torch's collectives onto.
-OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall", "gather",
-       "scatter", "barrier", "send", "recv")
-P2P_OPS = ("send", "recv")
+TRACE_OPS = {op.name: op for op in (
+    TraceOp("allreduce"), TraceOp("allgather"), TraceOp("reduce_scatter"), TraceOp("broadcast"),
+    TraceOp("reduce"), TraceOp("alltoall", per_peer=True), TraceOp("gather"), TraceOp("scatter"),
+    TraceOp("barrier", barrier=True), TraceOp("send", end="send"), TraceOp("recv", end="recv"))}
+OPS = tuple(TRACE_OPS)
+P2P_OPS = tuple(name for name, op in TRACE_OPS.items() if op.end)
 ITEMSIZES = ITEMSIZE  # core.dtypes: the one table
+_UNKNOWN = TraceOp("")
+
+
+def trace_op(name: str) -> TraceOp:
+    """An op's traits; an op the format does not know has none (load refuses it)."""
+    return TRACE_OPS.get(name, _UNKNOWN)
 
 
 def moves_per_peer(op: str) -> bool:
     """A recorded op whose bytes go to each peer by its split sizes (an all-to-all): what it
-    returns and what it sends and receives come from the splits, not from one numel. The
-    recorder and replay's figures ask this instead of spelling the op's name."""
-    return op == "alltoall"
+    returns and what it sends and receives come from the splits, not from one numel."""
+    return trace_op(op).per_peer
 
 
 class TraceError(UsageError):
@@ -105,19 +125,19 @@ class Call:
     # are the two ends of one message rather than a group's collective.
     @property
     def is_p2p(self) -> bool:
-        return self.op in P2P_OPS
+        return bool(trace_op(self.op).end)
 
     @property
     def sends(self) -> bool:
-        return self.op == "send"
+        return trace_op(self.op).end == "send"
 
     @property
     def receives(self) -> bool:
-        return self.op == "recv"
+        return trace_op(self.op).end == "recv"
 
     @property
     def is_barrier(self) -> bool:
-        return self.op == "barrier"
+        return trace_op(self.op).barrier
 
     @property
     def is_alltoall(self) -> bool:

@@ -14,7 +14,7 @@ from commbench.importers.torch_profiler.events import (
     to_global,
     where,
 )
-from commbench.results.trace import P2P_OPS, Call, Group, moves_per_peer
+from commbench.results.trace import Call, Group, trace_op
 
 PARAM_COMMS = "record_param_comms"
 # record_param_comms "Collective name" -> commbench's op. Names that are not a call of their
@@ -55,11 +55,12 @@ def from_param_comms(comms: list[Event], groups: dict[str, Group], info: dict, s
                            "carries it)")
         pg = group_of(event, groups, info, source)
         peer = None
-        if op in P2P_OPS:
-            key = "Dst Rank" if op == "send" else "Src Rank"
+        end = trace_op(op).end
+        if end:
+            key = "Dst Rank" if end == "send" else "Src Rank"
             peer = to_global(groups[pg], int(args[key])) if key in args else None
         splits = None
-        if moves_per_peer(op):
+        if trace_op(op).per_peer:
             split_in = int_list(args.get("In split size"))
             split_out = int_list(args.get("Out split size"))
             if split_in or split_out:
