@@ -27,7 +27,7 @@ CORE := -m "core or gpu or not integration"
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+	$(BIN)/mkdocs build --strict --quiet --site-dir site
 	$(BIN)/python -m pytest -q -n 2 tests/unit
 	$(BIN)/python -m pytest -q -p no:xdist --ignore=tests/unit $(CORE)
 
@@ -40,7 +40,7 @@ lint: $(STAMP)
 
 # The manual (docs/, mkdocs-material) into site/; `make docs SERVE=1` serves it live.
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs $(if $(SERVE),serve,build --strict --site-dir site)
+	$(BIN)/mkdocs $(if $(SERVE),serve,build --strict --site-dir site)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
