@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from commbench.core.errors import UsageError
+from commbench.launch.lifetime import die_with_parent
 
 RECORD_JSON = "record.json"
 BOOT = Path(__file__).resolve().parent.parent / "record" / "boot"
@@ -100,8 +101,11 @@ def _run(command: list[str], env: dict) -> int:
     SIGTERM sent to commbench is passed on, and commbench waits for the child either way."""
     parent = os.getpid()
     try:
-        child = subprocess.Popen(command, env=env,
-                                 preexec_fn=lambda: _die_with(parent, signal.SIGTERM))
+        # the command dies with commbench, kill -9 included: a test's timeout that killed
+        # `commbench record` left its torchrun holding port 29500 (make compat, 2026-12-02);
+        # SIGTERM lets torchrun stop its ranks, whose recorders flush on it
+        child = subprocess.Popen(command, env=env, preexec_fn=lambda: die_with_parent(
+            signal.SIGTERM, 128 + signal.SIGTERM, parent))
     except FileNotFoundError:
         raise UsageError(f"cannot run {command[0]!r}: no such command") from None
     except PermissionError:
@@ -117,21 +121,6 @@ def _run(command: list[str], env: dict) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 128 - code if code < 0 else code
-
-
-def _die_with(parent: int, signum: int) -> None:
-    """In the child, before exec: the command gets ``signum`` when commbench dies, however it
-    dies. A test's timeout that SIGKILLed `commbench record` left its torchrun running and
-    holding port 29500 (make compat, 2026-12-02), and the next job could not start. SIGTERM
-    lets torchrun stop its ranks, and the ranks' recorders flush on it."""
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signum))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: as before
-        return
-    if os.getppid() != parent:  # commbench died before prctl took effect
-        os._exit(128 + int(signum))
 
 
 def _summarize(folder: Path, code: int) -> None:

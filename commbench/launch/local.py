@@ -38,7 +38,7 @@ from torch.distributed.elastic.rendezvous.api import RendezvousStoreInfo
 
 from commbench.core import compat
 from commbench.core.errors import EXIT_RUN_FAILED, Interrupted, RunFailed
-from commbench.launch import ranklogs
+from commbench.launch import lifetime, ranklogs
 from commbench.launch.environment import agent_rank_env, pin_interfaces
 from commbench.launch.storehost import StoreHost
 
@@ -201,15 +201,7 @@ def quiet_torch_logs() -> None:
 
 def die_with_parent() -> None:
     """A rank started by commbench must not outlive it (kill -9 of the launcher included)."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the agent still stops ranks on failure
-        return
-    if os.getppid() == 1:  # the launcher died before prctl took effect
-        os._exit(EXIT_RUN_FAILED)
+    lifetime.die_with_parent(signal.SIGKILL, EXIT_RUN_FAILED)
 
 
 def _rank_main(entry: Callable, logs: ranklogs.RankFiles, *args):
