@@ -441,7 +441,7 @@ def findings(found: list, records: list[dict], spec: LocateSpec) -> dict:
     empty = {"suspects": [], "transient": [], "entities": [], "attribution": None,
              "main_pairs": len(main), "rounds": len({p.round for p in main}),
              "measured_pairs": sum(1 for p in pairs if p.status in ("ok", "wrong")),
-             "confirm_rounds": len({p.round for p in pairs if p.phase == "confirm"}),
+             "confirm_rounds": len({p.round for p in pairs if p.phase != "main"}),
              "leaves": leaves_of(spec, found), "line": None}  # line: nothing judged
     if n < 2 or not main:
         return dict(empty, entities=[_unmeasured_row(e) for e in found])

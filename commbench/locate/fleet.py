@@ -36,6 +36,7 @@ class Meeting:
     a: int
     b: int
     rank_pairs: tuple[tuple[int, int], ...]
+    phase: str = ""  # its own phase (a candidate link's retest: ``link``), else the round's
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ def rank_pairs(level: str, a: Entity, b: Entity) -> tuple[tuple[int, int], ...]:
 def rank_rounds(level: str, found: Sequence[Entity], rounds: Sequence[Round]) -> list[RankRound]:
     """Entity rounds as rank rounds."""
     return [RankRound(r.index, r.phase,
-                      tuple(Meeting(a, b, rank_pairs(level, found[a], found[b]))
+                      tuple(Meeting(a, b, rank_pairs(level, found[a], found[b]),
+                                    r.phase_of(a, b))
                             for a, b in r.pairs))
             for r in rounds]

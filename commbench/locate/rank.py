@@ -183,8 +183,8 @@ class _Runner:
         that never finished its pair (the partial matrix keeps them)."""
         for m in round_.meetings:
             if late & {r for p in m.rank_pairs for r in p}:
-                self.sink.pair({"round": round_.index, "phase": round_.phase, "a": m.a,
-                                "b": m.b, "ranks": [list(p) for p in m.rank_pairs],
+                self.sink.pair({"round": round_.index, "phase": m.phase or round_.phase,
+                                "a": m.a, "b": m.b, "ranks": [list(p) for p in m.rank_pairs],
                                 "size_large": self.job.large, "size_small": self.job.small,
                                 "busbw_gbps": float("nan"), "lat_us_p50": float("nan"),
                                 "lat_us_p99": float("nan"), "wrong": 0, "status": "hung"})
@@ -258,7 +258,8 @@ class _Runner:
             lat50.append(float(np.median(small)) * 1e6)
             lat99.append(float(np.percentile(small, 99)) * 1e6)
         slowest = int(np.argmin(busbw))
-        return {"round": round_.index, "phase": round_.phase, "a": meeting.a, "b": meeting.b,
+        return {"round": round_.index, "phase": meeting.phase or round_.phase,
+                "a": meeting.a, "b": meeting.b,
                 "ranks": [list(p) for p in meeting.rank_pairs], "size_large": job.large,
                 "size_small": job.small, "busbw_gbps": round(min(busbw), 6),
                 "busbw_p10_gbps": round(min(best), 6),

@@ -163,7 +163,7 @@ def measure(fleet: Fleet, planted: Planted, rounds: Sequence[Round],
         busbw = (10.0 / slow * noise[0]).min(axis=1)
         lat = (50.0 * slow * noise[1]).max(axis=1)
         out += [PairResult(r.index, a, b, float(busbw[i]), float(lat[i]), float(lat[i]),
-                           "ok", r.phase) for i, (a, b) in enumerate(r.pairs)]
+                           "ok", r.phase_of(a, b)) for i, (a, b) in enumerate(r.pairs)]
     return out
 
 
@@ -190,7 +190,7 @@ def _measure_gpus(fleet: Fleet, planted: Planted, rounds: Sequence[Round],
         busbw = 10.0 / slow * noise[0]
         lat = 50.0 * slow * noise[1]
         out += [PairResult(r.index, a, b, float(busbw[i]), float(lat[i]), float(lat[i]),
-                           "ok", r.phase) for i, (a, b) in enumerate(r.pairs)]
+                           "ok", r.phase_of(a, b)) for i, (a, b) in enumerate(r.pairs)]
     return out
 
 
@@ -215,7 +215,7 @@ def simulate(fleet: Fleet, rounds: str = "quick", seed: int = 0,
         spec.min_effect, spec.confirm, spec.follow_ups, leaves=fleet.leaves())
     named = {(s.kind, tuple(s.entities)) for s in judged.suspects
              if s.verdict.startswith("bad")}
-    retest = len({p.round for p in pairs if p.phase == "confirm"})
+    retest = len({p.round for p in pairs if p.phase != "main"})
     return Outcome(named == planted.expected and bool(planted.expected) or
                    (not planted.expected and not named),
                    bool(named - planted.expected), len(main) + retest, retest,
