@@ -29,6 +29,14 @@ leaf's entities: its measurements are its pairs across leaves with partners nobo
 its retests pair its entities in turn with known-good entities of other leaves, and ``bad
 switch`` is decided like any other verdict.
 
+A link in a small fleet: its pair is measured once in the matrix, so up to 16 entities a link
+is a candidate at half the line (``attribution.link_screen``). Its retests are recorded as
+phase ``link`` and are no evidence about its ends; it is ``bad`` only while both ends are
+normal with their other partners: an end cleared by its retests is; an end slowish in the
+matrix, or with a second slow candidate link, is retested as a candidate itself and the link
+waits for it; an end whose other pairs pool half the line slow is not (the 1.3x rank whose
+pair was otherwise named a bad link).
+
 Verdicts: no retest: ``inconclusive`` (no known-good partner); retests not slow (their median
 less than the --min-effect): ``transient`` when the matrix had it beyond 3.5 z, else
 ``ok``; pooled effect below --min-effect: ``ok``; pooled z >= 3.5: ``bad <kind>``; else
@@ -348,9 +356,10 @@ def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_ef
         suspect.evidence = words(suspect, evidence, names, min_effect, bad_z)
         if n >= 3 and not settled(suspect, evidence, min_effect, confirm, bad_z):
             still_open.append(suspect)
-    # a link's ends once every entity has its verdict (an end retested as a candidate may
-    # come after its link)
-    # ...until its retests say it is normal: not even half the line slow
+    # A link's ends, once every entity has its verdict (an end retested as a candidate comes
+    # after its link). An end still open waits for its retests unless its pooled evidence
+    # already looks normal (not even half the line slow): a real end retested 2 times, 2
+    # slow, pooled 1.36x fast, and its 0.53x link waited to the end as inconclusive.
     waiting = {s.entities[0] for s in still_open if s.kind not in GROUPS
                and not _looks_normal(found[(s.kind, s.entities)], s, min_effect)}
     for suspect in attribution.suspects:
