@@ -579,7 +579,7 @@ def link_screen(n: int) -> float:
     below the line whenever its one reading is a pair's noise fast (a third of real 6-rank
     runs: the link was never retested). At half the line it is retested whatever its one
     reading said, and its verdict still needs the whole line on the pooled evidence: on
-    synthetic 6-rank fleets at 0.08 noise a 1.4x link was named in 181 of 200 instead of
+    synthetic 6-rank fleets at 0.08 noise a 1.4x link was named in 183 of 200 instead of
     155, clean fleets named nothing in 200 of 200 either way. A small fleet has few pairs
     (15 at 6 ranks, 120 at 16), so the extra candidates cost a retest batch; at 512 nodes
     half the line would make hundreds of clean pairs candidates and raise the z every

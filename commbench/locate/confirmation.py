@@ -155,24 +155,21 @@ class Judged:
 def evidence_of(suspect: Suspect, attribution: Attribution, pairs: Sequence[PairResult],
                 levels: dict[str, dict[int, float]], sigma: dict[str, float],
                 index: dict[int, list[int]] | None = None,
-                entities: set[int] | None = None) -> Evidence:
+                tested: tuple[set[int], set[tuple[int, int]]] | None = None) -> Evidence:
     """A candidate's residuals: an entity with partners that are not candidates (a pair runs
     at its slower end's speed), a link its own pair; failed pairs count as slow. ``index``:
-    ``_by_entity(pairs)``, ``entities``: the candidate entities, when the caller has them (a
-    512 x 8 fleet judged at gpu level has some 470 candidates, and recomputing the set for
-    each was a third of its decision time)."""
+    ``_by_entity(pairs)``, ``tested``: ``_tested(attribution)`` (the candidate entities and
+    links), when the caller has them (a 512 x 8 fleet judged at gpu level has some 470
+    candidates, and recomputing the set for each was a third of its decision time)."""
     metric = suspect.metric
-    if entities is None:
-        entities, _ = _tested(attribution)
+    entities, tested_links = tested if tested is not None else _tested(attribution)
     main, retests = [], []
-    # a candidate link's pairs are no test of its ends: its retests are slow if the link is
-    # (counted for the end, they named a cleared end of a slow link bad)
-    tested_links = {tuple(sorted(s.entities)) for s in attribution.suspects
-                    if s.kind == "link"} if suspect.kind != "link" else set()
     for p in _tests_of(suspect, pairs, index if index is not None else _by_entity(pairs)):
-        if suspect.kind != "link" and (_partner(suspect, p) in entities or p.phase == "link"):
-            continue
-        if (min(p.a, p.b), max(p.a, p.b)) in tested_links:
+        # an entity's partners that are candidates are no known-good partners, and a
+        # candidate link's pairs (its retests: phase ``link``) are no test of its ends: slow
+        # if the link is, they named a cleared end of a slow link bad
+        if suspect.kind != "link" and (_partner(suspect, p) in entities or p.phase == "link"
+                                       or (min(p.a, p.b), max(p.a, p.b)) in tested_links):
             continue
         value = p.speed(metric)
         if p.status in ("ok", "wrong") and not math.isfinite(value):
@@ -345,7 +342,8 @@ def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_ef
     index = _by_entity(pairs)
     bad_z = z_limit(len(attribution.suspects))
     for suspect in attribution.suspects:
-        evidence = evidence_of(suspect, attribution, pairs, levels, sigma, index, entities)
+        evidence = evidence_of(suspect, attribution, pairs, levels, sigma, index,
+                               (entities, tested_links))
         found[(suspect.kind, suspect.entities)] = evidence
         slow = limit(min_effect, suspect.metric)
         suspect.confirmed = (evidence.slow_again(slow), len(evidence.retests))
@@ -374,7 +372,8 @@ def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_ef
         if suspect.verdict == "bad link":
             _unless_an_end_is_slow(suspect, attribution, min_effect, names,
                                    lambda end: evidence_of(end, attribution, pairs, levels,
-                                                           sigma, index, entities))
+                                                           sigma, index,
+                                                           (entities, tested_links)))
     return Judged(attribution, attribution.suspects, found, still_open)
 
 

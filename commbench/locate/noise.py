@@ -194,21 +194,16 @@ def round_levels(pairs: Sequence[PairResult], metric: str, entities: set[int],
     confirmation phase's kept only beyond their noise from the matrix's; without any, the
     matrix's)."""
     clean = [p for p in pairs if _clean(p, entities, links) and math.isfinite(p.speed(metric))]
-    phase_level: dict[str, float] = {}
-    for phase in ("main", "confirm"):
-        values = [p.speed(metric) for p in clean if retest_phase(p.phase) == phase]
-        if values:
-            phase_level[phase] = float(np.median(values))
-    fallback = phase_level.get("main", 0.0)
-    if "confirm" in phase_level:
-        # the retest phase's own level only beyond its few pairs' noise: its rounds without
-        # a reference pair all take it, so its error is every such retest's at once (a
-        # 6-rank run whose every rank ended a candidate link had 3 clean retest pairs, one
-        # 0.4 fast, and a clean link read 1.39x slow four times of four against them)
-        phase_level["confirm"] = round_levels_of(
-            [p.speed(metric) for p in clean if p.phase != "main"], fallback, sigma)
-    levels: dict = {("phase", phase): phase_level.get(phase, fallback)
-                    for phase in ("main", "confirm")}
+    matrix = [p.speed(metric) for p in clean if p.phase == "main"]
+    retests = [p.speed(metric) for p in clean if p.phase != "main"]
+    fallback = float(np.median(matrix)) if matrix else 0.0
+    # the retest phase's own level only beyond its few pairs' noise: its rounds without a
+    # reference pair all take it, so its error is every such retest's at once (a 6-rank run
+    # whose every rank ended a candidate link had 3 clean retest pairs, one 0.4 fast, and a
+    # clean link read 1.39x slow four times of four against them)
+    phase_level = {"main": fallback,
+                   "confirm": round_levels_of(retests, fallback, sigma) if retests else fallback}
+    levels: dict = {("phase", phase): level for phase, level in phase_level.items()}
     phases: dict[int, str] = {}
     for p in pairs:
         phases.setdefault(p.round, retest_phase(p.phase))

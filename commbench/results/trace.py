@@ -60,8 +60,13 @@ class TraceOp:
 
     name: str
     per_peer: bool = False  # its bytes go to each peer by its split sizes (an all-to-all)
-    end: str = ""  # send | recv: one end of a point-to-point message, not a group's call
+    sends: bool = False  # the sending end of a point-to-point message, not a group's call
+    receives: bool = False  # the receiving end
     barrier: bool = False  # moves no data
+
+    @property
+    def p2p(self) -> bool:
+        return self.sends or self.receives
 
 
 # commbench's op names (the measuring commands' names), which the recorder and the importers
@@ -69,9 +74,9 @@ class TraceOp:
 TRACE_OPS = {op.name: op for op in (
     TraceOp("allreduce"), TraceOp("allgather"), TraceOp("reduce_scatter"), TraceOp("broadcast"),
     TraceOp("reduce"), TraceOp("alltoall", per_peer=True), TraceOp("gather"), TraceOp("scatter"),
-    TraceOp("barrier", barrier=True), TraceOp("send", end="send"), TraceOp("recv", end="recv"))}
+    TraceOp("barrier", barrier=True), TraceOp("send", sends=True), TraceOp("recv", receives=True))}
 OPS = tuple(TRACE_OPS)
-P2P_OPS = tuple(name for name, op in TRACE_OPS.items() if op.end)
+P2P_OPS = tuple(name for name, op in TRACE_OPS.items() if op.p2p)
 ITEMSIZES = ITEMSIZE  # core.dtypes: the one table
 _UNKNOWN = TraceOp("")
 
@@ -125,15 +130,15 @@ class Call:
     # are the two ends of one message rather than a group's collective.
     @property
     def is_p2p(self) -> bool:
-        return bool(trace_op(self.op).end)
+        return trace_op(self.op).p2p
 
     @property
     def sends(self) -> bool:
-        return trace_op(self.op).end == "send"
+        return trace_op(self.op).sends
 
     @property
     def receives(self) -> bool:
-        return trace_op(self.op).end == "recv"
+        return trace_op(self.op).receives
 
     @property
     def is_barrier(self) -> bool:

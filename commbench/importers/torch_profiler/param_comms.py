@@ -55,12 +55,12 @@ def from_param_comms(comms: list[Event], groups: dict[str, Group], info: dict, s
                            "carries it)")
         pg = group_of(event, groups, info, source)
         peer = None
-        end = trace_op(op).end
-        if end:
-            key = "Dst Rank" if end == "send" else "Src Rank"
+        traits = trace_op(op)
+        if traits.p2p:
+            key = "Dst Rank" if traits.sends else "Src Rank"
             peer = to_global(groups[pg], int(args[key])) if key in args else None
         splits = None
-        if trace_op(op).per_peer:
+        if traits.per_peer:
             split_in = int_list(args.get("In split size"))
             split_out = int_list(args.get("Out split size"))
             if split_in or split_out:
