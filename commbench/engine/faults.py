@@ -23,6 +23,10 @@
   one round, a locate pair at a size): every EVERY-th visit from the first (an integer, default
   2), or each visit with probability EVERY (below 1), seeded by the rank and the visit so a
   rerun slows the same visits (a rank that is slow in some rounds and fine in others).
+- ``busy=SECONDS[,VISITS]``: ``delay`` on the first VISITS visits only (default 4), then
+  none: a rank busy with something else for a while (another job that then ended), which a
+  retest after it finds normal (a ``flaky`` rank slow on every other visit is slow on
+  retests too);
 - ``late=SECONDS[,EVERY]``: after every EVERY-th call (default 4; counted on this rank from the
   first wrapped call), the rank sleeps before returning, so it starts its next call SECONDS
   late, as a rank busy between two calls: the others wait for it in that call
@@ -43,7 +47,8 @@ import time
 from dataclasses import dataclass
 
 FAULT_ENV = "COMMBENCH_FAULT"
-WRAPPING = ("noop", "shift", "neighbour", "splits", "delay", "slow", "flaky", "late")
+WRAPPING = ("noop", "shift", "neighbour", "splits", "delay", "slow", "flaky", "busy", "late")
+VISITED = ("flaky", "busy")  # slow on some visits only (Injector.at counts them)
 PAIR_ACTIONS = ("linkdelay", "hang")  # p2p batches between two ranks of RANKS
 HANG_S = 3600.0
 
@@ -63,7 +68,9 @@ class Fault:
                 and (self.size is None or size is None or self.size == size))
 
     def on_visit(self, rank: int, visit: int) -> bool:
-        """flaky: whether the ``visit``-th visit (from 0) is a slow one."""
+        """flaky, busy: whether the ``visit``-th visit (from 0) is a slow one."""
+        if self.action == "busy":
+            return visit < self.every
         if self.every >= 1:
             return visit % int(self.every) == 0
         return random.Random(rank * 1_000_003 + visit).random() < self.every
@@ -81,10 +88,11 @@ def parse(text: str) -> list[Fault]:
             raise ValueError(f"{FAULT_ENV}: unknown action {action!r}")
         default = HANG_S if action == "hang" else 0
         every = (float(every or 2) if action == "flaky" else float(every or 4)
-                 if action == "late" else 0.0)
-        if action == "late" and not (every >= 1 and every == int(every)):
-            raise ValueError(f"{FAULT_ENV}: late's EVERY is a whole number of calls, not "
-                             f"{every:g}")
+                 if action in ("late", "busy") else 0.0)
+        if action in ("late", "busy") and not (every >= 1 and every == int(every)):
+            what = "EVERY is a whole number of calls" if action == "late" else (
+                "VISITS is a whole number of visits")
+            raise ValueError(f"{FAULT_ENV}: {action}'s {what}, not {every:g}")
         if action == "flaky" and not (every >= 1 and every == int(every) or 0 < every < 1):
             raise ValueError(f"{FAULT_ENV}: flaky's EVERY is a whole number of visits or a "
                              f"probability below 1, not {every:g}")
@@ -101,8 +109,8 @@ class Injector:
         self.faults = faults
         self.op = ""
         self.size: int | None = None
-        self.visits: dict[int, int] = {}  # flaky fault's index -> its visits so far
-        self._slow_now: set[int] = set()  # flaky faults whose current visit is a slow one
+        self.visits: dict[int, int] = {}  # flaky/busy fault's index -> its visits so far
+        self._slow_now: set[int] = set()  # flaky/busy faults whose current visit is slow
         self.calls = 0  # wrapped calls so far (late)
 
     @classmethod
@@ -110,11 +118,11 @@ class Injector:
         return cls(rank, parse(os.environ.get(FAULT_ENV, "")))
 
     def at(self, op: str, size: int) -> None:
-        """A new visit: flaky faults count it and decide whether it is a slow one."""
+        """A new visit: flaky and busy faults count it and decide whether it is slow."""
         self.op, self.size = op, size
         self._slow_now = set()
         for index, fault in enumerate(self.faults):
-            if fault.action == "flaky" and fault.applies(self.rank, op, size):
+            if fault.action in VISITED and fault.applies(self.rank, op, size):
                 visit = self.visits.get(index, 0)
                 self.visits[index] = visit + 1
                 if fault.on_visit(self.rank, visit):
@@ -124,7 +132,7 @@ class Injector:
         """The first fault with one of these actions that applies here and now."""
         for index, fault in enumerate(self.faults):
             if (fault.action in names and fault.applies(self.rank, self.op, self.size)
-                    and (fault.action != "flaky" or index in self._slow_now)):
+                    and (fault.action not in VISITED or index in self._slow_now)):
                 return fault
         return None
 
@@ -217,7 +225,7 @@ def _wrap_distributed(injector: Injector) -> None:
             return real_batch(ops)
         if fault.action in ("slow", "splits"):  # not slowed (no scratch copies); no splits
             return real_batch(ops)
-        if fault.action in ("delay", "flaky"):
+        if fault.action in ("delay", *VISITED):
             time.sleep(fault.seconds)
             return real_batch(ops)
         if fault.action == "late":
@@ -303,7 +311,7 @@ def _wrapped(dist, injector: Injector, name: str, real, result):
                 done.wait()
             slowdown.after(fault.seconds, name, real, args, kwargs)
             return done
-        if fault.action in ("delay", "flaky"):
+        if fault.action in ("delay", *VISITED):
             time.sleep(fault.seconds)
             return real(*args, **kwargs)
         if fault.action == "late":

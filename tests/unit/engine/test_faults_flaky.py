@@ -1,5 +1,6 @@
-"""The flaky fault: a delay on some visits only (every K-th, or seeded at a probability), so a
-rank is slow in some rounds and fine in others. No process: the injector is asked directly."""
+"""The flaky and busy faults: a delay on some visits only (every K-th, seeded at a probability,
+or the first K), so a rank is slow in some rounds and fine in others. No process: the injector
+is asked directly."""
 
 import pytest
 
@@ -43,4 +44,17 @@ def test_a_probability_is_seeded_by_rank_and_visit():
 @pytest.mark.parametrize("text", ["flaky=0.01,0", "flaky=0.01,2.5", "flaky=0.01,-1"])
 def test_bad_every_is_refused(text):
     with pytest.raises(ValueError, match="flaky"):
+        faults.parse(text)
+
+
+def test_busy_slows_the_first_visits_only():
+    """busy: a rank busy for a while, then free; a retest after it finds the rank normal."""
+    assert slow_visits(f"busy=0.01,6:3:p2p:{LARGE}", 3, 12) == [0, 1, 2, 3, 4, 5]
+    assert slow_visits(f"busy=0.01:3:p2p:{LARGE}", 3, 12) == [0, 1, 2, 3]
+    assert slow_visits(f"busy=0.01,6:3:p2p:{LARGE}", 2, 12) == []
+
+
+@pytest.mark.parametrize("text", ["busy=0.01,0", "busy=0.01,2.5"])
+def test_bad_visits_are_refused(text):
+    with pytest.raises(ValueError, match="busy's VISITS"):
         faults.parse(text)
