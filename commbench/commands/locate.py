@@ -136,6 +136,13 @@ def follow_up(spec: LocateSpec, found: list[dict], records: list[dict]) -> list:
     return fleet.rank_rounds(entities[0].kind, entities, rounds)
 
 
+def retest_batches(spec: LocateSpec, entities: int) -> int:
+    """The cap on retest batches for a fleet of ``entities`` (locate.confirmation.batches)."""
+    from commbench.locate import confirmation
+
+    return confirmation.batches(entities, spec.follow_ups)
+
+
 def leaves_of(spec: LocateSpec, entities: list) -> tuple[str | None, ...]:
     """Each entity's leaf switch from --topology (empty without one)."""
     if not spec.topology:
@@ -252,6 +259,7 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
                     follow_up=functools.partial(follow_up, spec),
                     verdict=functools.partial(verdict_code, spec), window=large_window,
                     follow_ups=spec.follow_ups,
+                    batches=functools.partial(retest_batches, spec),
                     config=asdict(spec))
     if env is not None and env.rank != 0:  # every rank exits as rank 0 will
         return int(_run_external(env, job, None))

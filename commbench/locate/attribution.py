@@ -143,9 +143,20 @@ def inside_round(leaves: Sequence[str | None], order: Sequence[int]) -> Round | 
 def schedule(n: int, rounds: str, seed: int = 0,
              leaves: Sequence[str | None] = ()) -> list[Round]:
     """--rounds full | quick | K: the whole round robin, or K (quick: about log2 n + 2)
-    rounds over a seeded shuffle (with ``leaves``: the first of them inside the leaves)."""
+    rounds over a seeded shuffle (with ``leaves``: the first of them inside the leaves).
+
+    ``full`` runs the round robin twice up to SMALL_FLEET entities, the same rounds in the
+    same order (each pair's two readings a whole pass apart): a link is one pair, and its one
+    reading in the matrix decided whether it was ever retested. Two readings a pair (their
+    median) named a 1.4x link in 197 of 200 synthetic 6-rank fleets at 0.08 noise and 166 at
+    0.14, against 187 and 118 once (with ``batches``' extra retests). It costs n - 1 rounds
+    (5 at 6 ranks, about 4 s here); above 16 entities the fleet's many pairs are the
+    statistics, and ``quick`` is the schedule large fleets run."""
     if rounds == "full":
-        return circle_rounds(n)
+        once = circle_rounds(n)
+        if n > SMALL_FLEET:
+            return once
+        return once + [Round(r.index + len(once), r.pairs, r.byes) for r in once]
     count = quick_count(n) if rounds == "quick" else int(rounds)
     return quick_rounds(n, count, seed, leaves)
 
@@ -605,7 +616,7 @@ def links(pairs: Sequence[PairResult], scores: dict[str, MetricScores], candidat
     for metric in ("busbw", "lat"):
         slow = limit(min_effect, metric) * screen
         s = scores[metric]
-        residuals = {}
+        readings: dict[tuple[int, int], list[float]] = {}
         for p in pairs:
             if p.status != "ok" or p.a in candidates or p.b in candidates:
                 continue
@@ -613,9 +624,11 @@ def links(pairs: Sequence[PairResult], scores: dict[str, MetricScores], candidat
             if not math.isfinite(value):
                 continue
             expected = s.center + s.round_offset.get(p.round, 0.0)
-            residuals[(p.a, p.b)] = (value - expected
-                                     - (0.0 if p.a in normal else s.score.get(p.a, 0.0))
-                                     - (0.0 if p.b in normal else s.score.get(p.b, 0.0)))
+            readings.setdefault((p.a, p.b), []).append(
+                value - expected - (0.0 if p.a in normal else s.score.get(p.a, 0.0))
+                - (0.0 if p.b in normal else s.score.get(p.b, 0.0)))
+        # a pair read twice (a small fleet's full schedule): the median of its readings
+        residuals = {link: median(values) for link, values in readings.items()}
         # The fit leaves many residuals near 0 (their MAD is deflated): one pair's noise,
         # measured before the fit, or the plain spread of the pairs between non-candidates,
         # is the honest scale where it is larger (at 6 entities and a pair noise of 0.3,

@@ -55,6 +55,7 @@ import numpy as np
 from commbench.locate.attribution import (
     GROUPS,
     MAD_TO_SIGMA,
+    SMALL_FLEET,
     Z_LIMIT,
     Attribution,
     Effect,
@@ -218,7 +219,7 @@ def verdict(suspect: Suspect, found: Evidence, min_effect: Effect, confirm: int 
 
 
 def settled(suspect: Suspect, found: Evidence, min_effect: Effect, confirm: int,
-            bad_z: float = Z_LIMIT) -> bool:
+            bad_z: float = Z_LIMIT, patient: bool = False) -> bool:
     """No more retests needed: at least ``confirm`` retests, and either not reproduced (more
     would not make it reproduce), or bad with its interval clear of the --min-effect line, or
     its interval wholly faster than that line."""
@@ -230,9 +231,10 @@ def settled(suspect: Suspect, found: Evidence, min_effect: Effect, confirm: int,
         # visits (a rank slow on every other visit was retested into "bad" on a real run).
         # Unless the retests sat between half the line and the line: then three were too
         # few to tell (at 0.25 a pair's noise, a 1.5x GPU's median of 3 retests missed the
-        # 30 % line in 1 fleet of 4), and one more batch of them decides.
+        # 30 % line in 1 fleet of 4), and one more batch of them decides; in a small fleet
+        # (``patient``) more batches, up to the cap (``batches``), until they leave that band.
         middle = median(found.retests)
-        return len(found.retests) >= 2 * confirm or middle > slow / 2
+        return middle > slow / 2 or (not patient and len(found.retests) >= 2 * confirm)
     low, high = found.interval
     if found.effect > slow:  # below --min-effect: settled once the interval is, too
         return low > slow
@@ -352,7 +354,8 @@ def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_ef
         _pooled_ratios(suspect)
         suspect.verdict = verdict(suspect, evidence, min_effect, confirm, bad_z)
         suspect.evidence = words(suspect, evidence, names, min_effect, bad_z)
-        if n >= 3 and not settled(suspect, evidence, min_effect, confirm, bad_z):
+        if n >= 3 and not settled(suspect, evidence, min_effect, confirm, bad_z,
+                                        n <= SMALL_FLEET):
             still_open.append(suspect)
     # A link's ends, once every entity has its verdict (an end retested as a candidate comes
     # after its link). An end still open waits for its retests unless its pooled evidence
@@ -524,6 +527,17 @@ def _ordered(a: int, b: int) -> tuple[int, int]:
     return (min(a, b), max(a, b))
 
 
+def batches(n: int, follow_ups: int) -> int:
+    """Retest batches at most: ``follow_ups``, one more up to SMALL_FLEET entities, where a
+    candidate whose retests sit between half the line and the line is retested until it
+    leaves that band or this cap (``settled``). A 1.4x link against a 30 % line is 0.07
+    beyond it in log units, about one pair's noise on this VM: its median of 6 retests
+    missed the line in 1 synthetic 6-rank fleet of 15 at 0.08 noise. A batch of a small
+    fleet is a few rounds; at 512 nodes the fourth batch cost 3 rounds for every fleet at
+    this VM's noise (23 to 26) and found nothing more."""
+    return follow_ups + (1 if n <= SMALL_FLEET else 0)
+
+
 def locate_offline(n: int, main: Sequence[Round],
                    measure: Callable[[Sequence[Round]], list[PairResult]], kind: str,
                    min_effect: Effect | None, confirm: int, follow_ups: int,
@@ -536,7 +550,7 @@ def locate_offline(n: int, main: Sequence[Round],
     pairs = list(measure(main))
     min_effect = resolve(min_effect, n, pairs, kind, leaves)
     judged = judge(n, pairs, kind, min_effect, names, confirm, leaves)
-    for _ in range(follow_ups):
+    for _ in range(batches(n, follow_ups)):
         # the judgement of the pairs so far decides the next batch, then the verdicts
         more = next_rounds(n, pairs, kind, min_effect, confirm, leaves, judged)
         if not more:

@@ -48,6 +48,7 @@ class LocateJob:
     follow_up: Callable
     verdict: Callable | None = None
     follow_ups: int = 3  # batches of retests at most (follow_up is called until it says none)
+    batches: Callable[[int], int] | None = None  # entities -> the cap, where it depends on them
     window: int = 8  # messages in flight each way at the large size
     # 100 calls at the large size: on the 2-core VM, 6 ranks, 256K, the attribution's pair
     # noise (its fastest decile) read 0.15 median over 7 clean runs with 100 and 0.40 with 30
@@ -87,7 +88,7 @@ def run_locate_rank(env, job: LocateJob, sink=None) -> int:
             runner.run(round_)
         # Retests in batches until the candidates' pooled evidence settles (follow_up returns
         # nothing) or the cap: every batch is a round trip through rank 0's decision.
-        for _ in range(job.follow_ups):
+        for _ in range(job.batches(len(found)) if job.batches else job.follow_ups):
             more = _shared(session, lambda: job.follow_up(found, runner.records))
             if not more:
                 break

@@ -49,7 +49,11 @@ def test_quick_rounds_are_seeded_and_still_valid():
 
 
 def test_schedule_options():
-    assert len(locate.schedule(6, "full")) == 5
+    # up to 16 entities the full round robin runs twice, in the same order, indexed on
+    once, twice = locate.circle_rounds(6), locate.schedule(6, "full")
+    assert [r.pairs for r in twice] == [r.pairs for r in once] * 2
+    assert [r.index for r in twice] == list(range(10))
+    assert len(locate.schedule(17, "full")) == 17 and len(locate.schedule(16, "full")) == 30
     assert len(locate.schedule(64, "quick")) == locate.quick_count(64) == 8
     assert len(locate.schedule(6, "quick")) == 5  # never more than the full round robin
     assert len(locate.schedule(10, "3")) == 3

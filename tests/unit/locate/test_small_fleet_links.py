@@ -153,3 +153,51 @@ def test_a_cleared_end_counts_as_normal_when_its_pairs_are_weighed():
     assert LINK not in [s.entities for s in found]
     found = locate.links(main, scores, set(), MinEffect(0.3, 0.3), normal=frozenset({1}))
     assert LINK in [s.entities for s in found]
+
+
+def twice(n, first, second, noise=0.02, seed=0):
+    """The full schedule of a small fleet (the round robin twice), the first pass measured
+    with ``first`` slow links, the second with ``second``."""
+    rounds = locate.schedule(n, "full")
+    half = len(rounds) // 2
+    return (fleet(n, links=first, noise=noise, seed=seed, rounds=rounds[:half])
+            + fleet(n, links=second, noise=noise, seed=seed + 1, rounds=rounds[half:]))
+
+
+def link_candidates(n, pairs):
+    found = locate.attribute(n, pairs, "gpu", MinEffect(0.3, 0.3))
+    return [s.entities for s in found.suspects if s.kind == "link"]
+
+
+def test_a_small_fleet_reads_each_pair_twice_and_a_link_takes_their_median():
+    """A 1.5x link read once fast (1.05x) and once slow is a candidate whichever reading
+    came first (their median 1.25x is beyond half the 30 % line): on its one fast reading
+    alone it would not be, and a rule that kept either reading alone misses one order. A
+    clean pair read 1.25x once and 0.97x once is none (1.10x), where its slow reading alone
+    would make it one."""
+    assert len(locate.schedule(6, "full")) == 2 * len(locate.circle_rounds(6))
+    fast, slow = {LINK: 1 / 1.05}, {LINK: 1 / 1.5}
+    assert link_candidates(6, fleet(6, links=fast, noise=0.02)) == []
+    assert link_candidates(6, twice(6, fast, slow)) == [LINK]
+    assert link_candidates(6, twice(6, slow, fast)) == [LINK]
+    noisy = (2, 4)
+    assert link_candidates(6, fleet(6, links={noisy: 1 / 1.25}, noise=0.02)) == [noisy]
+    assert link_candidates(6, twice(6, {noisy: 1 / 1.25}, {noisy: 1 / 0.97})) == []
+
+
+def test_retests_between_half_the_line_and_the_line_go_on_in_a_small_fleet():
+    """A 1.4x link against a 30 % line is one pair's noise beyond it: its median of 6
+    retests sat between half the line and the line (0.80x) and it was let go as 'ok'. In a
+    small fleet such retests go on, up to one more batch than a large fleet gets; a large
+    fleet settles them at two batches (at 512 nodes the extra batch cost 3 rounds a fleet
+    and found nothing more)."""
+    assert confirmation.batches(6, 3) == 4 and confirmation.batches(16, 3) == 4
+    assert confirmation.batches(17, 3) == 3
+    link = locate.Suspect("link", LINK, "busbw", 0.8, math.nan)
+    line = MinEffect(0.3, 0.3)
+    band = confirmation.Evidence((-0.3,), (-0.2, -0.25, -0.21, -0.23, -0.22, -0.3), 0.08)
+    assert not band.reproduced(locate.limit(line, "busbw"))  # 0.80x: not 30 % slow
+    assert confirmation.settled(link, band, line, 3)
+    assert not confirmation.settled(link, band, line, 3, patient=True)
+    normal = confirmation.Evidence((-0.3,), (-0.02, 0.01, -0.05), 0.08)  # 0.98x: settled
+    assert confirmation.settled(link, normal, line, 3, patient=True)
