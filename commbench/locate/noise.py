@@ -149,8 +149,10 @@ def run_sigma(n: int, pairs: Sequence[PairResult], kind: str = "gpu",
     if 2 * len(provisional.candidates) > n:
         provisional = attribute(n, main, kind, CAP, leaves=leaves)
     entities, _ = _tested(provisional)
-    normal = sum(1 for p in main if p.status == "ok" and p.a not in entities
-                 and p.b not in entities)
+    # distinct pairs: a small fleet's matrix reads each pair twice, and a pair's systematic
+    # difference (which ranks share a core) is in both of its readings
+    normal = len({(p.a, p.b) for p in main if p.status == "ok" and p.a not in entities
+                  and p.b not in entities})
     if normal < MIN_NOISE_PAIRS:  # too few to read a noise from: the line is CAP
         return {m: math.nan for m in LINE_METRICS}
     return {m: run_noise(provisional, main, m) for m in LINE_METRICS}
