@@ -201,3 +201,38 @@ def test_retests_between_half_the_line_and_the_line_go_on_in_a_small_fleet():
     assert not confirmation.settled(link, band, line, 3, patient=True)
     normal = confirmation.Evidence((-0.3,), (-0.02, 0.01, -0.05), 0.08)  # 0.98x: settled
     assert confirmation.settled(link, normal, line, 3, patient=True)
+
+
+def test_a_candidate_is_judged_in_every_metric_it_was_a_candidate_in(monkeypatch):
+    """The real miss: a link slow in busbw (the delay sat at the large size) read slow in
+    latency too in the matrix, where latency's noise is small: latency's z was furthest out,
+    it was retested in latency (normal there) and let go as ok. A candidate in two metrics
+    is judged in both, and the first that names it does; the z a bad needs counts both."""
+
+    def measure(rounds):
+        measured = []
+        for p in fleet(6, links={LINK: 1 / 1.45}, noise=0.03, seed=len(rounds), rounds=rounds):
+            if (p.a, p.b) == LINK:  # latency 1.7x in the matrix, normal on the retests
+                lat = p.lat * (1.7 if p.phase == "main" else 1.0) / 1.45
+                p = PairResult(p.round, p.a, p.b, p.busbw, lat, lat, p.status, p.phase)
+            measured.append(p)
+        return measured
+
+    pairs, judged = confirmation.locate_offline(6, locate.schedule(6, "full"), measure, "gpu",
+                                                MinEffect(0.3, 0.3), 3, 3)
+    (link,) = [s for s in judged.suspects if s.entities == LINK]
+    assert link.also and link.verdict == "bad link" and link.metric == "busbw", link.evidence
+    assert bad(judged.suspects) == [("link", LINK)]
+    # judged in latency alone (the furthest out), the same measurements let it go
+    attribute = confirmation.attribute
+
+    def one_metric(*args, **kwargs):
+        found = attribute(*args, **kwargs)
+        for suspect in found.suspects:
+            suspect.also = ()
+        return found
+
+    monkeypatch.setattr(confirmation, "attribute", one_metric)
+    alone = confirmation.judge(6, pairs, "gpu", MinEffect(0.3, 0.3))
+    (link,) = [s for s in alone.suspects if s.entities == LINK]
+    assert link.metric == "lat" and link.verdict in ("ok", "transient"), link.evidence
