@@ -57,7 +57,8 @@ def run(scratch: Path, name: str, fault: str = "") -> dict:
 
 
 def _ratios(folder: Path) -> dict:
-    """Main-matrix busbw of the link's pair and of the rank's pairs over the fleet median."""
+    """Main-matrix busbw of the link's pair (the median of its readings) and of the rank's
+    pairs over the fleet median."""
     with open(folder / "pairs.csv") as handle:
         main = [r for r in csv.DictReader(handle) if r["phase"] == "main" and r["status"] == "ok"]
 
@@ -68,7 +69,7 @@ def _ratios(folder: Path) -> dict:
     link = [float(r["busbw_gbps"]) / fleet for r in main if ranks(r) == set(LINK)]
     rank = [float(r["busbw_gbps"]) / fleet for r in main if RANK in ranks(r)
             and ranks(r) != set(LINK)]
-    return {"link": link[0] if link else None,
+    return {"link": statistics.median(link) if link else None,  # twice up to 16 entities
             "rank": statistics.median(rank) if rank else None}
 
 
