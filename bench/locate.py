@@ -113,7 +113,8 @@ def verdicts(n: int, slow: dict, noise, rng, latency_too=True, confirm=3) -> set
 
     spec = LocateSpec(confirm=confirm)
     _, judged = confirmation.locate_offline(
-        n, locate.circle_rounds(n), lambda rounds: measure(rounds, slow, noise, rng, latency_too),
+        n, locate.schedule(n, spec.rounds), lambda rounds: measure(rounds, slow, noise, rng,
+                                                                 latency_too),
         "gpu", spec.min_effect, spec.confirm, spec.follow_ups)
     return {s.entities for s in judged.suspects if s.verdict.startswith("bad")}
 
