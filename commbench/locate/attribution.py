@@ -15,8 +15,8 @@ Attribution, and why each step:
   pairs are slow and a plain round median would call them normal), and only beyond what its
   few pairs' noise puts there (soft threshold at one standard error);
 - three metrics: busbw, latency, and their mean (a slow GPU is slow in both, and the mean of
-  two independent noises is sqrt 2 quieter); a candidate is retested in the one whose z is
-  furthest out;
+  two independent noises is sqrt 2 quieter); a candidate is judged in the one whose z is
+  furthest out first, then in the others it is a candidate in (locate.confirmation);
 - candidate = at least --min-effect slower (per metric), whatever its z: one pass of a busy
   machine is too noisy for a z to gate the retest (a real 1.4x link read z -2 and was never
   retested); the z that decides is the pooled one (locate.confirmation). The robust z here
@@ -490,8 +490,9 @@ def attribute(n: int, pairs: Sequence[PairResult], kind: str = "gpu",
     flagged = {m: _flagged(s, min_effect) for m, s in scores.items()}
     suspects = []
     for e in sorted(set().union(*flagged.values())):
-        # The metric that is most sure (its z furthest out) is the one retested: a slow GPU is
-        # slow in both, and latency on the VM is 5-30x quieter than busbw.
+        # The metric that is most sure (its z furthest out) is judged first, the others it
+        # is a candidate in after it: a slow GPU is slow in both, and latency on the VM is
+        # 5-30x quieter than busbw.
         metric, *also = sorted((m for m in METRICS if e in flagged[m]),
                                key=lambda m: scores[m].z[e])
         suspects.append(Suspect(kind, (e,), metric, _ratio(scores, "busbw", e),

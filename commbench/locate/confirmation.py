@@ -29,8 +29,10 @@ leaf's entities: its measurements are its pairs across leaves with partners nobo
 its retests pair its entities in turn with known-good entities of other leaves, and ``bad
 switch`` is decided like any other verdict.
 
-A link in a small fleet: its pair is measured once in the matrix, so up to 16 entities a link
-is a candidate at half the line (``attribution.link_screen``). Its retests are recorded as
+A link in a small fleet (up to 16 entities): its pair is read only twice in the matrix (the
+round robin runs twice, ``attribution.schedule``), so a link is a candidate at half the line
+(``attribution.link_screen``), and retests between half the line and the line go on up to one
+more batch (``batches``). Its retests are recorded as
 phase ``link`` and are no evidence about its ends; it is ``bad`` only while both ends are
 normal with their other partners: an end cleared by its retests is; an end slowish in the
 matrix, or with a second slow candidate link, is retested as a candidate itself and the link
