@@ -123,7 +123,7 @@ def plan_rounds(spec: LocateSpec, hosts: list[dict]) -> tuple[list[dict], list]:
 
 def follow_up(spec: LocateSpec, found: list[dict], records: list[dict]) -> list:
     """The next batch of retests of the candidates whose pooled evidence has not settled
-    (none: all settled); the ranks call it until it returns none, ``spec.follow_ups`` times
+    (none: all settled); the ranks call it until it returns none, ``retest_batches`` times
     at most."""
     from commbench.locate import confirmation, fleet
 
@@ -258,7 +258,6 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
                     plan=functools.partial(plan_rounds, spec),
                     follow_up=functools.partial(follow_up, spec),
                     verdict=functools.partial(verdict_code, spec), window=large_window,
-                    follow_ups=spec.follow_ups,
                     batches=functools.partial(retest_batches, spec),
                     config=asdict(spec))
     if env is not None and env.rank != 0:  # every rank exits as rank 0 will

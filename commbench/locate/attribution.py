@@ -643,11 +643,11 @@ def links(pairs: Sequence[PairResult], scores: dict[str, MetricScores], candidat
         center, scale = _robust(list(residuals.values()))
         scale = max(scale, s.noise, normal_spread(s, pairs, candidates))
         for link, value in residuals.items():
+            if value - center > slow or value >= center:
+                continue
             z = (value - center) / scale
-            if value - center <= slow and value < center:
-                flagged.setdefault(link, {})[metric] = z
-            if (value - center <= slow and value < center
-                    and (link not in found or z < found[link].z)):
+            flagged.setdefault(link, {})[metric] = z
+            if link not in found or z < found[link].z:
                 ratio = math.exp(value - center)
                 found[link] = Suspect(
                     "link", link, metric, ratio if metric == "busbw" else float("nan"),

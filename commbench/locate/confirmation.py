@@ -318,7 +318,7 @@ def _doubtful_ends(judged: Judged, min_effect: Effect) -> dict[int, tuple[str, .
                 and found.effect <= limit(min_effect, suspect.metric) / 2):
             for e in suspect.entities:
                 slowish.setdefault(e, []).append(suspect)
-    out: dict[int, str] = {}
+    out: dict[int, tuple[str, ...]] = {}
     for suspect in judged.suspects:
         if suspect.kind != "link" or not reproduced(suspect):
             continue
@@ -490,7 +490,6 @@ def next_rounds(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effe
     # ranks ended candidate links had retest rounds of two candidate pairs and no reference
     # at all, and on this VM a round of 2 pairs runs 1.5x the matrix's latency (2 cores
     # for 4 ranks, not 6): two clean links were named bad against the matrix's level
-    references = good
     orders: list[list[tuple[int, int]]] = []
     link_orders: list[list[tuple[int, int]]] = []
     for i, suspect in enumerate(judged.open):
@@ -515,15 +514,15 @@ def next_rounds(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effe
     # the j-th retest of every candidate before anybody's (j+1)-th: each round carries one
     # of each where it can, and a truncated batch still retests everybody
     first = max((p.round for p in pairs), default=-1) + 1
-    links = {tuple(sorted(s.entities)) for s in judged.attribution.suspects
-             if s.kind == "link"}
+    candidate_links = {tuple(sorted(s.entities)) for s in judged.attribution.suspects
+                       if s.kind == "link"}
     # A batch is at most confirm + 1 rounds: candidate links sharing an end cannot share a
     # round, and a busy 6-rank run had 22 retest rounds; what did not fit is still open, and
     # the next batch takes it first. A link's retests are recorded as phase ``link``
     # (Round.phase_of): no end counts them as its own.
     tests = [order[j % len(order)] for j in range(confirm) for order in orders + link_orders]
     retested = {tuple(sorted(order[0])) for order in link_orders}
-    return pack(tests, references, "confirm", first, links, retested)[:confirm + 1]
+    return pack(tests, good, "confirm", first, candidate_links, retested)[:confirm + 1]
 
 
 def _switch_retests(suspect: Suspect, pairs: Sequence[PairResult], good: Sequence[int],

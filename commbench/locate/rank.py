@@ -3,7 +3,7 @@
 The engine does not choose who meets whom nor judge the results: rank 0 calls the command's
 ``plan`` (host facts -> entities and rounds) and, after the main rounds, its ``follow_up``
 (the pairs measured so far -> the next batch of retests, until it returns none or
-``follow_ups`` batches ran); every answer is sent to every rank. A
+``batches`` of them ran); every answer is sent to every rank. A
 round's pairs all run at the same time (a barrier starts them), each a bidirectional exchange
 through the p2p descriptor, timed call by call, then checked element by element; the ranks'
 numbers are gathered once the round is over and rank 0 hands one record per meeting to its
@@ -46,9 +46,10 @@ class LocateJob:
     timeout: float
     plan: Callable
     follow_up: Callable
+    # the fleet's entities -> batches of retests at most (follow_up is called until it says
+    # none or this many ran): the command's rule (locate.confirmation.batches)
+    batches: Callable[[int], int]
     verdict: Callable | None = None
-    follow_ups: int = 3  # batches of retests at most (follow_up is called until it says none)
-    batches: Callable[[int], int] | None = None  # entities -> the cap, where it depends on them
     window: int = 8  # messages in flight each way at the large size
     # 100 calls at the large size: on the 2-core VM, 6 ranks, 256K, the attribution's pair
     # noise (its fastest decile) read 0.15 median over 7 clean runs with 100 and 0.40 with 30
@@ -88,7 +89,7 @@ def run_locate_rank(env, job: LocateJob, sink=None) -> int:
             runner.run(round_)
         # Retests in batches until the candidates' pooled evidence settles (follow_up returns
         # nothing) or the cap: every batch is a round trip through rank 0's decision.
-        for _ in range(job.batches(len(found)) if job.batches else job.follow_ups):
+        for _ in range(job.batches(len(found))):
             more = _shared(session, lambda: job.follow_up(found, runner.records))
             if not more:
                 break

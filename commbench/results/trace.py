@@ -63,6 +63,8 @@ class TraceOp:
     sends: bool = False  # the sending end of a point-to-point message, not a group's call
     receives: bool = False  # the receiving end
     barrier: bool = False  # moves no data
+    rooted: bool = False  # one rank is its root (broadcast's and scatter's source, reduce's
+    # and gather's destination): the trace's ``root`` field
 
     @property
     def p2p(self) -> bool:
@@ -72,8 +74,10 @@ class TraceOp:
 # commbench's op names (the measuring commands' names), which the recorder and the importers
 # map torch's collectives onto.
 TRACE_OPS = {op.name: op for op in (
-    TraceOp("allreduce"), TraceOp("allgather"), TraceOp("reduce_scatter"), TraceOp("broadcast"),
-    TraceOp("reduce"), TraceOp("alltoall", per_peer=True), TraceOp("gather"), TraceOp("scatter"),
+    TraceOp("allreduce"), TraceOp("allgather"), TraceOp("reduce_scatter"),
+    TraceOp("broadcast", rooted=True), TraceOp("reduce", rooted=True),
+    TraceOp("alltoall", per_peer=True), TraceOp("gather", rooted=True),
+    TraceOp("scatter", rooted=True),
     TraceOp("barrier", barrier=True), TraceOp("send", sends=True), TraceOp("recv", receives=True))}
 OPS = tuple(TRACE_OPS)
 P2P_OPS = tuple(name for name, op in TRACE_OPS.items() if op.p2p)

@@ -71,10 +71,10 @@ def from_param_comms(comms: list[Event], groups: dict[str, Group], info: dict, s
             out_numel=int_arg(event, "Out msg nelems", source), splits=splits,
             peer=peer, is_async=bool(args.get("Is asynchronized op", False)),
             t_issue_ns=ns(event.ts_us))))
-    rootless = sum(1 for _, call in pairs if call.op in ("broadcast", "reduce"))
+    rootless = [call.op for _, call in pairs if trace_op(call.op).rooted]
     if rootless:
-        notes.append(f"{rootless} broadcast/reduce call(s): {PARAM_COMMS} does not "
-                     "record the root, which is left empty")
+        notes.append(f"{len(rootless)} {'/'.join(sorted(set(rootless)))} call(s): "
+                     f"{PARAM_COMMS} does not record the root, which is left empty")
     for name, count in skipped.items():
         notes.append(f"{count} {PARAM_COMMS} event(s) of collective {name!r}, which commbench "
                      "does not replay, were left out")

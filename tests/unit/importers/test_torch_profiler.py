@@ -226,3 +226,16 @@ def test_gzipped_traces_as_the_tensorboard_handler_writes_them(tmp_path):
     assert [len(r.calls) for r in ranks] == [7, 7]
     assert [shape(c) for c in ranks[0].calls] == [shape(c) for c in
                                                   torch_profiler.read(GLOO)[0].calls]
+
+
+def test_every_op_with_a_root_is_said_to_have_lost_it():
+    """record_param_comms records no root: a gather and a scatter lose it as a broadcast
+    does, and an allreduce has none to lose."""
+    events = [comm_event(1, 10.0), comm_event(2, 20.0, name="gather"),
+              comm_event(3, 30.0, name="scatter"), comm_event(4, 40.0, name="broadcast")]
+    profiled = torch_profiler.parse(document(events), "x.json")
+    assert [c.root for c in profiled.calls] == [None] * 4
+    (note,) = [n for n in profiled.notes if "does not record the root" in n]
+    assert note.startswith("3 broadcast/gather/scatter call(s): "), note
+    alone = torch_profiler.parse(document([comm_event(1, 10.0)]), "x.json")
+    assert not [n for n in alone.notes if "does not record the root" in n]
