@@ -81,8 +81,8 @@ def start_in_process(scratch: Path, index: int, nproc: int, grace: float | None,
 
     started = time.perf_counter()
     try:
-        run_local(probe_rank, (timeout, ("gloo",)), nproc, timeout, False, explain,
-                  folder=scratch / f"start-{index}",
+        run_local(probe_rank, (timeout, ("gloo",)), nproc=nproc, timeout=timeout, cuda=False,
+                  explain=explain, folder=scratch / f"start-{index}",
                   start_grace=START_GRACE_S if grace is None else grace)
     except RunFailed as failure:
         error = f"error: {failure}"

@@ -8,7 +8,7 @@ support problem is a silent hang at bootstrap).
 
 from __future__ import annotations
 
-from commbench.core.errors import EXIT_OK, UsageError
+from commbench.core.errors import EXIT_OK
 from commbench.specs.measure import MeasureSpec
 
 
@@ -22,13 +22,11 @@ def run_doctor(nproc: int | None, timeout: float, backends: tuple[str, ...],
     from commbench.engine.probe import probe_rank
     from commbench.launch import detect
     from commbench.launch.backends import check_backends, default_nproc, resolve_backends
+    from commbench.launch.ranks import check_nproc
     from commbench.output.console import make_console
 
     env = detect()
-    if env is not None and nproc is not None:
-        raise UsageError(f"--nproc cannot be used under {env.launcher}: it started the ranks")
-    if nproc is not None and nproc < 1:
-        raise UsageError(f"bad --nproc {nproc}: at least 1 rank is needed")
+    check_nproc(env, nproc)
     backends = resolve_backends(backends)
     # As the measuring commands: the launcher's world, else one rank per GPU for NCCL (a
     # 1-GPU host runs 1 rank), else 2.
@@ -47,7 +45,8 @@ def run_doctor(nproc: int | None, timeout: float, backends: tuple[str, ...],
         from commbench.launch.local import run_local
 
         cuda = "nccl" in backends
-        reports = run_local(probe_rank, (timeout, backends), world, timeout, cuda, explain)[0]
+        reports = run_local(probe_rank, (timeout, backends), nproc=world, timeout=timeout,
+                            cuda=cuda, explain=explain)[0]
     else:
         from commbench.core.errors import RunFailed
         from commbench.launch import pin_interfaces

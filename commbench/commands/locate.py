@@ -21,14 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from commbench.core.errors import (
-    EXIT_FINDING,
-    EXIT_OK,
-    EXIT_RUN_FAILED,
-    Interrupted,
-    RunFailed,
-    UsageError,
-)
+from commbench.core.errors import EXIT_FINDING, EXIT_OK, EXIT_RUN_FAILED, UsageError
 from commbench.core.sizes import format_size, parse_size
 from commbench.results.locate import (
     ENTITIES_CSV,
@@ -220,15 +213,15 @@ def pair_result(record: dict) -> PairResult:
 # ---- the command ------------------------------------------------------------------------------
 
 def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
-    from commbench import collectives, results
+    from commbench import collectives
+    from commbench.engine.failures import explain
     from commbench.launch import detect
     from commbench.launch.backends import resolve_backends
+    from commbench.launch.ranks import LaunchConfig, check_nproc, place, run_ranks
     from commbench.output.console import say
 
     env = detect()
-    if env is not None and spec.nproc is not None:
-        raise UsageError(f"--nproc cannot be used under {env.launcher}: it already started "
-                         f"{env.world} ranks")
+    check_nproc(env, spec.nproc)
     if spec.level is not None and spec.level not in LEVELS:
         raise UsageError(f"bad --level {spec.level!r}: gpu, node, rail or switch (with "
                          "--topology)")
@@ -241,16 +234,12 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
     if spec.backend not in ("auto", "gloo", "nccl"):
         raise UsageError(f"bad --backend {spec.backend!r}: gloo, nccl or auto")
     backend = resolve_backends((spec.backend,))[0]
-    if backend == "nccl":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UsageError("--backend nccl needs CUDA GPUs, and none is visible here")
-    world = env.world if env else (spec.nproc or _default_nproc(backend))
+    placement = place(spec.nproc, (backend,), default=None if backend == "nccl" else 4)
+    world = placement.world
     if world < 2:
         raise UsageError(f"locate needs at least 2 ranks to pair (got {world})")
     device = "cuda" if backend == "nccl" else "cpu"
-    from commbench.locate.rank import LocateJob  # torch: after the input is known good
+    from commbench.locate.rank import LocateJob, run_locate_rank  # torch: input known good
 
     large_window = 1 if spec.large >= 4 << 20 else 8
     job = LocateJob(op=collectives.get("p2p"), pattern="bidir", backend=backend, device=device,
@@ -260,47 +249,45 @@ def run_locate(spec: LocateSpec, output: LocateOutput) -> int:
                     verdict=functools.partial(verdict_code, spec), window=large_window,
                     batches=functools.partial(retest_batches, spec),
                     config=asdict(spec))
-    if env is not None and env.rank != 0:  # every rank exits as rank 0 will
-        return int(_run_external(env, job, None))
-    if output.history:  # a typo in the URL is refused now, not after the rounds
+    if output.history and placement.rank0:  # a typo in the URL is refused now, not after
         from commbench.history import check_store_url
 
         check_store_url(output.history)
-    run_id = output.name or _run_id(backend, world)
-    path = results.create(output.out, run_id, force=output.force, generated=output.name is None)
-    writer = results.RunWriter(path, {"name": path.name, "command": "locate",
-                                      "command_line": list(output.command_line)})
-    writer.start()
-    from commbench.output.locate import RoundsBar
-
-    # A live bar on a terminal only (a log or CI gets no redraws; --json keeps stdout clean).
-    sink = RoundsBar(PairSink(writer), sys.stdout.isatty() and not output.json_out)
-    error = ""
+    config = LaunchConfig(placement, (backend,), spec.timeout, device == "cuda", what="locate",
+                          out=output.out, name=output.name, force=output.force,
+                          command_line=tuple(output.command_line), meta={"command": "locate"},
+                          waiting="the pairs of a round share the cores, which locate's "
+                          "per-round median absorbs, but noise grows")
+    folder: list[Path] = []
     finished: dict = {}
-    if env is not None:
+
+    def sinks(writer):
+        from commbench.output.locate import RoundsBar
+
+        folder.append(writer.path)
+        # A live bar on a terminal only (a log or CI gets no redraws; --json keeps stdout
+        # clean).
+        return RoundsBar(PairSink(writer), sys.stdout.isatty() and not output.json_out)
+
+    if env is not None and placement.rank0:
         # Under a launcher, rank 0 finishes the folder inside the run, while the other ranks
         # wait for its verdict: were they to exit first, torchrun would stop rank 0 mid-write.
         def finish_in_rank(found_entities, records) -> int:
-            finished.update(finish(path, spec, output, "", backend))
+            finished.update(finish(folder[0], spec, output, "", backend))
             return finished["code"]
 
         job = dataclasses.replace(job, verdict=finish_in_rank)
-    try:
-        if env is not None:
-            _run_external(env, job, sink)
-        else:
-            _run_local(job, sink, world, path)
-    except (RunFailed, Interrupted) as failure:
-        error = str(failure)
-        say(f"error: {failure}")
-        code = failure.exit_code
-    else:
-        code = EXIT_OK
+    launched = run_ranks(config, run_locate_rank, job, sinks, say=say, explain=explain)
+    path = launched.path
+    if path is None:  # every rank exits as rank 0 will
+        return int(launched.value)
+    failure = launched.failure
+    error = str(failure) if failure is not None else ""
     found = finished if finished and not error else finish(path, spec, output, error, backend)
     _add_to_history(output, path, failed=bool(error))
-    if error:
+    if failure is not None:
         say(f"kept the {found['pairs']} measured pair(s) in {path}")
-        return code
+        return failure.exit_code
     return found["code"]
 
 
@@ -318,39 +305,6 @@ def _one_node(env) -> bool:
     whose local world is the whole world (or that says one node). Node and rail levels have
     one entity there: nothing to pair, and a run that measures nothing must not start."""
     return env is None or env.local_world == env.world or env.nnodes == 1
-
-
-def _default_nproc(backend: str) -> int:
-    from commbench.launch.backends import default_nproc
-
-    return default_nproc((backend,)) if backend == "nccl" else 4
-
-
-def _run_id(backend: str, world: int) -> str:
-    from datetime import datetime
-
-    return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-locate-{backend}-n{world}"
-
-
-def _run_local(job, sink, world: int, folder: Path) -> None:
-    from commbench.engine.failures import explain
-    from commbench.launch.local import run_local
-    from commbench.locate.rank import run_locate_rank
-    from commbench.output.console import say
-
-    say(f"starting {world} local {job.backend} rank(s) ...")
-    if world > (os.cpu_count() or 1):
-        say(f"warning: {world} ranks on {os.cpu_count()} CPU cores: the pairs of a round "
-            "share the cores, which locate's per-round median absorbs, but noise grows")
-    run_local(run_locate_rank, (job, sink), world, job.timeout, job.device == "cuda", explain,
-              folder=folder)
-
-
-def _run_external(env, job, sink) -> bool:
-    from commbench.launch.external import as_external_rank
-    from commbench.locate.rank import run_locate_rank
-
-    return as_external_rank(env, lambda: run_locate_rank(env, job, sink))
 
 
 def finish(path: Path, spec: LocateSpec, output: LocateOutput, error: str,

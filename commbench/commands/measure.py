@@ -7,7 +7,6 @@ then finish the folder and show the table. A failure keeps every measured row.
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 from commbench import collectives
 from commbench.collectives.base import OpContext
 from commbench.core.dtypes import ITEMSIZE
-from commbench.core.errors import EXIT_FINDING, EXIT_OK, Interrupted, RunFailed, UsageError
+from commbench.core.errors import EXIT_FINDING, EXIT_OK, UsageError
 from commbench.specs.measure import MeasureSpec, OutputSpec, resolve_layout, validate
 
 CPU_MEMORY_SHARE = 0.8  # leave room for the OS, torch and the check's chunks
@@ -23,33 +22,29 @@ SHOWN_NOTES = 5  # unstable sizes listed on the console; summary.md has them all
 
 
 def run_measure(spec: MeasureSpec, output: OutputSpec) -> int:
-    from commbench.launch import detect
-    from commbench.launch.backends import check_backends, default_nproc, resolve_backends
+    from commbench.launch.backends import check_backends, resolve_backends
+    from commbench.launch.ranks import place
 
-    env = detect()
-    if env is not None and spec.nproc is not None:
-        raise UsageError(
-            f"--nproc cannot be used under {env.launcher}: it already started {env.world} ranks"
-        )
-    if spec.nproc is not None and spec.nproc < 1:
-        raise UsageError(f"bad --nproc {spec.nproc}: at least 1 rank is needed")
+    spec = replace(spec, backends=resolve_backends(spec.backends))
+    # CUDA is checked with the buffers' devices (check_backends), in its own words
+    placement = place(spec.nproc, spec.backends, check_cuda=False)
+    env = placement.env
     if env is not None and spec.repeat > 1:
         raise UsageError(f"--repeat needs commbench to start the ranks itself: under "
                          f"{env.launcher}, run the job {spec.repeat} times instead")
-    spec = replace(spec, backends=resolve_backends(spec.backends))
-    world = env.world if env else (spec.nproc or default_nproc(spec.backends))
+    world = placement.world
     spec = resolve_layout(spec, world)
     validate(spec, world)
-    check_backends(spec, env.local_world if env else world, external=env is not None)
-    if env is None:
+    check_backends(spec, placement.local_world, external=not placement.local)
+    if placement.local:
         _check_host_memory(spec, world)
     if output.dry_run:
-        return _dry_run(spec, world, env)
+        return _dry_run(spec, world, placement.env)
     if output.history:  # a typo in the URL is refused now, not after the sweep
         from commbench.history import check_store_url
 
         check_store_url(output.history)
-    return _launch(spec, output, env, world)
+    return _launch(spec, output, placement)
 
 
 def _dry_run(spec: MeasureSpec, world: int, env) -> int:
@@ -111,34 +106,37 @@ def _sink(output: OutputSpec, writer):
     return Sinks(writer, Live(sys.stdout.isatty() and not output.quiet, folder))
 
 
-def _launch(spec: MeasureSpec, output: OutputSpec, env, world: int) -> int:
+def _launch(spec: MeasureSpec, output: OutputSpec, placement) -> int:
     from commbench import results
+    from commbench.engine.failures import explain
+    from commbench.launch.ranks import LaunchConfig, run_ranks
+    from commbench.measure.worker import run_rank
     from commbench.output.console import say
 
-    if env is not None and env.rank != 0:
-        return _run_external(spec, env, None)
-    run_id = output.name or results.default_run_id(spec.ops, spec.backends, world)
-    path = results.create(output.out, run_id, force=output.force,
-                          generated=output.name is None)
-    writer = results.RunWriter(path, {"name": path.name,
-                                      "command_line": list(output.command_line)})
-    writer.start()  # run.json from the first moment: a run that never starts says so
-    for name in spec.ops:  # the ops' own files (alltoallv's split matrices), before any rank
-        for file, text in collectives.get(name).run_files(spec, world).items():
-            writer.file(file, text)
-    sink = _sink(output, writer)
-    try:
-        if env is not None:
-            _run_external(spec, env, sink)
-        else:
-            _run_local(spec, sink, world, path)
-    except (RunFailed, Interrupted) as error:
+    world = placement.world
+    config = LaunchConfig(
+        placement, spec.backends, spec.timeout, spec.uses_cuda(),
+        what=spec.ops[0] if len(spec.ops) == 1 else f"{len(spec.ops)}ops",
+        out=output.out, name=output.name, force=output.force,
+        command_line=tuple(output.command_line), launches=spec.repeat)
+
+    def sinks(writer):
+        for name in spec.ops:  # the ops' own files (alltoallv's split matrices), before any rank
+            for file, text in collectives.get(name).run_files(spec, world).items():
+                writer.file(file, text)
+        return _sink(output, writer)
+
+    launched = run_ranks(config, run_rank, spec, sinks, say=say, explain=explain,
+                         per_launch=Launch)
+    path = launched.path
+    if path is None:  # a rank other than 0 of an external launcher
+        return EXIT_OK
+    if launched.failure is not None:
         rows = results.read_rows(path)
-        run = finish(path, "partial" if rows else "failed", str(error))
-        say(f"error: {error}")
+        run = finish(path, "partial" if rows else "failed", str(launched.failure))
         say(f"kept {len(rows)} measured row(s) in {path} (status {run.meta['status']})")
         _add_to_history(output, path, failed=True)
-        return error.exit_code
+        return launched.failure.exit_code
     run = finish(path, "complete")
     _add_to_history(output, path, failed=False)
     return _show(run, output)
@@ -151,30 +149,6 @@ def _add_to_history(output: OutputSpec, path: Path, failed: bool) -> None:
         from commbench.output.console import say
 
         add_ended_run(output.history, path, failed, say)
-
-
-def _run_local(spec: MeasureSpec, sink, world: int, folder: Path) -> None:
-    """commbench starts the ranks itself, through torch's elastic agent."""
-    from commbench.engine.failures import explain
-    from commbench.launch.local import run_local
-    from commbench.measure.worker import run_rank
-    from commbench.output.console import say
-
-    say(f"starting {world} local {'+'.join(spec.backends)} rank(s) ...")
-    if world > (os.cpu_count() or 1):
-        say(f"warning: {world} ranks on {os.cpu_count()} CPU cores: ranks wait for a core "
-            "and times include that wait (nccl-tests' -n is --iters here)")
-    if spec.repeat == 1:
-        run_local(run_rank, (spec, sink), world, spec.timeout, spec.uses_cuda(), explain,
-                  folder=folder)
-        return
-    from commbench.results import now
-
-    started = now()
-    for index in range(spec.repeat):  # fresh ranks each time, like pyperf's worker processes
-        say(f"launch {index + 1} of {spec.repeat} ...")
-        run_local(run_rank, (spec, Launch(sink, index, spec.repeat, started)), world,
-                  spec.timeout, spec.uses_cuda(), explain, folder=folder)
 
 
 class Launch:
@@ -209,14 +183,6 @@ class Launch:
 
     def close(self) -> None:
         self.sink.close()
-
-
-def _run_external(spec: MeasureSpec, env, sink) -> int:
-    from commbench.launch.external import as_external_rank
-    from commbench.measure.worker import run_rank
-
-    as_external_rank(env, lambda: run_rank(env, spec, sink))
-    return EXIT_OK
 
 
 def finish(path: Path, status: str, error: str = ""):

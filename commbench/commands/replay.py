@@ -13,18 +13,11 @@ the table or --json, and the exit code. A failed or hung rank ends the run in bo
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from commbench.core.errors import (
-    EXIT_OK,
-    EXIT_RUN_FAILED,
-    Interrupted,
-    RunFailed,
-    UsageError,
-)
+from commbench.core.errors import EXIT_OK, EXIT_RUN_FAILED, UsageError
 from commbench.results.replay import (
     CHART,
     RANKS_CSV,
@@ -38,20 +31,20 @@ from commbench.specs.replay import ReplayOutput, ReplaySpec
 
 def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
     from commbench.launch import detect
+    from commbench.launch.ranks import check_nproc, place
     from commbench.replay.plan import check_trace, make_plan, select_steps
     from commbench.replay.rank import ReplayJob
     from commbench.results.trace import load, step_split
 
     env = detect()
-    if env is not None and spec.nproc is not None:
-        raise UsageError(f"--nproc cannot be used under {env.launcher}: it already started "
-                         f"{env.world} ranks")
-    if spec.nproc is not None and spec.nproc < 1:
-        raise UsageError(f"bad --nproc {spec.nproc}: at least 1 rank is needed")
+    check_nproc(env, spec.nproc)
     if spec.warmup < 0:
         raise UsageError(f"bad --warmup {spec.warmup}: 0 or more steps")
     trace = load(spec.trace)
-    world = env.world if env else (spec.nproc or trace.world_size)
+    backend = _backend(spec.backend, trace)
+    placement = place(spec.nproc, (backend,), default=trace.world_size,
+                      cuda_refusal=_cuda_refusal(trace))
+    world = placement.world
     split = step_split(trace)
     steps = select_steps(split, trace.steps(), spec.steps)
     check_trace(trace, world, steps)
@@ -67,7 +60,6 @@ def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
                  f"ranks {trace.world_size}-{world - 1} only take")
         say(f"note: the launch has {world} ranks and the trace {trace.world_size}: {extra} "
             "part in making the groups")
-    backend = _backend(spec.backend, trace)
     _check_dtypes(trace)
     curves = _curves(spec.curves, trace)
     plan = make_plan(trace, steps, spec.gaps, isolated=curves[0] is None)
@@ -75,10 +67,7 @@ def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
     job = ReplayJob(trace=trace, plan=plan, backend=backend, device=device,
                     timeout=spec.timeout, warmup=spec.warmup,
                     config={**asdict(spec), "backend": backend, "world": world})
-    if env is not None and env.rank != 0:
-        _run_external(env, job, None)
-        return EXIT_OK
-    return _launch(spec, output, env, world, trace, job, curves,
+    return _launch(spec, output, placement, trace, job, curves,
                    _left_out(split, spec.steps, steps))
 
 
@@ -102,15 +91,16 @@ def _backend(name: str, trace) -> str:
     recorded = str(trace.header.get("backend") or "")
     if name == "auto":
         name = recorded if recorded in ("gloo", "nccl") else resolve_backends(("auto",))[0]
-    if name == "nccl":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UsageError("the trace was recorded on nccl, which needs CUDA GPUs, and none "
-                             "is visible here: replay it on CPUs with --backend gloo"
-                             if recorded == "nccl" else "--backend nccl needs CUDA GPUs, and "
-                             "none is visible here")
     return name
+
+
+def _cuda_refusal(trace) -> str:
+    """Words for nccl without a visible GPU: a trace recorded on nccl can still be replayed on
+    CPUs."""
+    if str(trace.header.get("backend") or "") == "nccl":
+        return ("the trace was recorded on nccl, which needs CUDA GPUs, and none is visible "
+                "here: replay it on CPUs with --backend gloo")
+    return ""
 
 
 def _check_dtypes(trace) -> None:
@@ -138,33 +128,38 @@ def _curves(path: str | None, trace) -> tuple:
     return CurvePricer(run.rows, trace.groups), run.name
 
 
-def _launch(spec: ReplaySpec, output: ReplayOutput, env, world: int, trace, job,
-            curves, left_out: str) -> int:
+def _launch(spec: ReplaySpec, output: ReplayOutput, placement, trace, job, curves,
+            left_out: str) -> int:
     from commbench import results
+    from commbench.engine.failures import explain
+    from commbench.launch.ranks import LaunchConfig, run_ranks
     from commbench.output.console import say
+    from commbench.replay.rank import run_replay_rank
 
-    run_id = output.name or _run_id(job.backend, world)
-    force = output.force or _failed_before(Path(output.out) / run_id)
-    if force and not output.force:
-        say(f"replacing {Path(output.out) / run_id}: a replay that failed and kept nothing")
-    path = results.create(output.out, run_id, force=force, generated=output.name is None)
-    writer = results.RunWriter(path, {"name": path.name, "command": "replay",
-                                      "command_line": list(output.command_line),
-                                      "trace": str(Path(spec.trace).resolve())})
-    writer.start()
-    sink = ReplaySink(writer)
-    try:
-        if env is not None:
-            _run_external(env, job, sink)
-        else:
-            _run_local(job, sink, world, path)
-    except (RunFailed, Interrupted) as failure:
-        say(f"error: {failure}")
-        writer.update({"status": "failed", "error": str(failure), "end_time": results.now()})
+    force = output.force
+    if (placement.rank0 and output.name is not None and not force
+            and _failed_before(Path(output.out) / output.name)):
+        force = True
+        say(f"replacing {Path(output.out) / output.name}: a replay that failed and kept "
+            "nothing")
+    config = LaunchConfig(placement, (job.backend,), job.timeout, job.device == "cuda",
+                          what="replay", out=output.out, name=output.name, force=force,
+                          command_line=tuple(output.command_line),
+                          meta={"command": "replay", "trace": str(Path(spec.trace).resolve())},
+                          starting=f" to replay {len(job.plan.steps)} step(s)",
+                          waiting="ranks wait for a core and the replayed times include that "
+                          "wait")
+    launched = run_ranks(config, run_replay_rank, job, ReplaySink, say=say, explain=explain)
+    path = launched.path
+    if path is None:  # a rank other than 0 of an external launcher
+        return EXIT_OK
+    if launched.failure is not None:
+        launched.writer.update({"status": "failed", "error": str(launched.failure),
+                                "end_time": results.now()})
         say(f"run.json in {path} says why; a replay keeps no part of its steps (the figures "
             f"need every rank's numbers, handed over at the end): run it again with --name "
             f"{path.name}, no --force needed")
-        return failure.exit_code
+        return launched.failure.exit_code
     return finish(path, spec, output, trace, job, curves, left_out)
 
 
@@ -178,34 +173,6 @@ def _failed_before(path: Path) -> bool:
     meta = results.read_meta(path)
     return (meta.get("command") == "replay" and meta.get("status") == "failed"
             and not (path / REPLAY_CSV).exists())
-
-
-def _run_id(backend: str, world: int) -> str:
-    from datetime import datetime
-
-    return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-replay-{backend}-n{world}"
-
-
-def _run_local(job, sink, world: int, folder: Path) -> None:
-    from commbench.engine.failures import explain
-    from commbench.launch.local import run_local
-    from commbench.output.console import say
-    from commbench.replay.rank import run_replay_rank
-
-    say(f"starting {world} local {job.backend} rank(s) to replay {len(job.plan.steps)} "
-        "step(s) ...")
-    if world > (os.cpu_count() or 1):
-        say(f"warning: {world} ranks on {os.cpu_count()} CPU cores: ranks wait for a core "
-            "and the replayed times include that wait")
-    run_local(run_replay_rank, (job, sink), world, job.timeout, job.device == "cuda", explain,
-              folder=folder)
-
-
-def _run_external(env, job, sink) -> None:
-    from commbench.launch.external import as_external_rank
-    from commbench.replay.rank import run_replay_rank
-
-    as_external_rank(env, lambda: run_replay_rank(env, job, sink))
 
 
 def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job,

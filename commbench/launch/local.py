@@ -238,7 +238,7 @@ def _stopped(signum: int, frame) -> None:
 Explain = Callable[..., str]  # (exit_codes, store, world, last_words=) -> one line
 
 
-def run_local(entry: Callable, args: tuple, nproc: int, timeout: float, cuda: bool,
+def run_local(entry: Callable, args: tuple, *, nproc: int, timeout: float, cuda: bool,
               explain: Explain, folder: str | Path | None = None,
               start_grace: float = START_GRACE_S) -> dict:
     """Run ``entry(rank_env, *args)`` on ``nproc`` local ranks; return rank -> return value.

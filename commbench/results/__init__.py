@@ -13,7 +13,6 @@ from commbench.results.folder import (
     Run,
     RunWriter,
     create,
-    default_run_id,
     finalize,
     folder_kind,
     load_run,
@@ -22,6 +21,7 @@ from commbench.results.folder import (
     read_meta,
     read_rows,
     rows_frame,
+    run_id,
 )
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
     "Run",
     "RunWriter",
     "create",
-    "default_run_id",
     "finalize",
     "folder_kind",
     "load_run",
@@ -44,4 +43,5 @@ __all__ = [
     "read_meta",
     "read_rows",
     "rows_frame",
+    "run_id",
 ]

@@ -38,10 +38,11 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def default_run_id(ops: tuple[str, ...], backends: tuple[str, ...], world: int) -> str:
+def run_id(what: str, backends: tuple[str, ...], world: int) -> str:
+    """A run's generated name: when, what (an op, ``3ops``, locate, replay), on which backends
+    and how many ranks: ``20250101-120000-allreduce-gloo-n4``."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    op_part = ops[0] if len(ops) == 1 else f"{len(ops)}ops"
-    return f"{stamp}-{op_part}-{'+'.join(backends)}-n{world}"
+    return f"{stamp}-{what}-{'+'.join(backends)}-n{world}"
 
 
 def create(root: str, run_id: str, *, force: bool = False, generated: bool = False) -> Path:

@@ -298,7 +298,8 @@ def die_before_joining(env):
 
 entry = {"stall": stall_before_joining, "die": die_before_joining}[sys.argv[1]]
 try:
-    run_local(entry, (), 3, 10, False, explain, folder=sys.argv[2], start_grace=3)
+    run_local(entry, (), nproc=3, timeout=10, cuda=False, explain=explain, folder=sys.argv[2],
+              start_grace=3)
 except RunFailed as failure:
     print(f"error: {failure}")
     sys.exit(3)

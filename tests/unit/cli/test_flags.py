@@ -153,8 +153,8 @@ def test_more_ranks_than_cores_is_a_warning(tmp_path, monkeypatch, capsys):
     class Launched(Exception):
         pass
 
-    def fake_run_local(entry, args, world, *rest, **kw):
-        raise Launched(world)
+    def fake_run_local(entry, args, *, nproc, **kw):
+        raise Launched(nproc)
 
     monkeypatch.setattr("commbench.launch.local.run_local", fake_run_local)
     ranks = (os.cpu_count() or 1) + 1
