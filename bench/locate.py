@@ -38,6 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from commbench.locate import attribution as locate  # noqa: E402
+from commbench.locate import schedule as rounds_of
 
 QUIET_NOISE = 0.05  # a quiet cluster's pair noise, both metrics
 FACTORS = (2.0, 1.3)
@@ -49,7 +50,8 @@ GPUS_PER_NODE = 8
 
 def real_run(scratch: Path, nproc: int, name: str) -> dict:
     """One clean `commbench locate --nproc N --sizes 8,256K`: its verdicts, noise and costs."""
-    from commbench.commands.locate import pair_result, read_pairs
+    from commbench.locate.findings import pair_result
+    from commbench.results.locate import read_pairs
 
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "commbench", "locate", "--nproc", str(nproc),
@@ -113,7 +115,7 @@ def verdicts(n: int, slow: dict, noise, rng, latency_too=True, confirm=3) -> set
 
     spec = LocateSpec(confirm=confirm)
     _, judged = confirmation.locate_offline(
-        n, locate.schedule(n, spec.rounds), lambda rounds: measure(rounds, slow, noise, rng,
+        n, rounds_of.schedule(n, spec.rounds), lambda rounds: measure(rounds, slow, noise, rng,
                                                                  latency_too),
         "gpu", spec.min_effect, spec.confirm, spec.follow_ups)
     return {s.entities for s in judged.suspects if s.verdict.startswith("bad")}
@@ -141,7 +143,7 @@ def projection(nodes: int, round_s: float, group_s: float, confirm_rounds: int =
     quick = quick_count rounds, each + the confirmation of one suspect; a round costs what it
     cost here (its pairs run at once), a pair group what it cost here."""
     out = {}
-    for mode, rounds in (("full", nodes - 1), ("quick", locate.quick_count(nodes))):
+    for mode, rounds in (("full", nodes - 1), ("quick", rounds_of.quick_count(nodes))):
         groups = rounds * (nodes // 2) * GPUS_PER_NODE
         out[mode] = {"rounds": rounds + confirm_rounds, "groups": groups,
                      "seconds": (rounds + confirm_rounds) * round_s + groups * group_s}

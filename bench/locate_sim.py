@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from commbench.locate import schedule as rounds_of
 from commbench.locate import simulate as sim  # noqa: E402
 
 SCALES = (64, 512)
@@ -83,7 +84,7 @@ def attribution_time(nodes: int = 2048) -> float:
 
     fleet = sim.Fleet(nodes)
     rng = np.random.default_rng(0)
-    main = attribution.schedule(nodes, "quick", 0)
+    main = rounds_of.schedule(nodes, "quick", 0)
     pairs = sim.measure(fleet, sim.plant(fleet, rng, main), main, rng)
     started = time.perf_counter()
     attribution.attribute(nodes, pairs, "node")

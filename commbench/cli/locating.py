@@ -49,24 +49,22 @@ def register(app: typer.Typer) -> None:
         name: Optional[str] = options.run_name(),  # noqa: UP045
         force: bool = options.force(),
         json_out: bool = options.json_output(),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
         history: Optional[str] = options.history_url(),  # noqa: UP045
     ) -> None:
         """Find the slow GPU, node, rail or link: every pair of entities measured in concurrent
         rounds (bidirectional p2p), an N x N matrix and heatmap, suspects named with their
         evidence and retested against known-good partners. Exit 0: no suspect; 1: a confirmed
         suspect; 3: the run failed (partial matrix kept)."""
-        from commbench.commands.locate import (
-            parse_effect,
-            parse_rounds,
-            parse_sizes,
-            run_locate,
-        )
+        from commbench.commands.locate import run_locate
+        from commbench.specs.locate import parse_effect, parse_rounds, parse_sizes
 
         small, large = parse_sizes(sizes)
         spec = LocateSpec(level=level.lower() if level else None, rounds=parse_rounds(rounds),
                           small=small, large=large, confirm=confirm,
                           min_effect=parse_effect(min_effect), nproc=nproc, timeout=timeout,
                           backend=backend, seed=seed, topology_file=topology)
-        output = LocateOutput(out=out, name=name, force=force, json_out=json_out, history=history,
+        output = LocateOutput(out=out, name=name, force=force, json_out=json_out, quiet=quiet,
+                              history=history,
                               command_line=tuple(sys.argv))
         raise typer.Exit(run_locate(spec, output))

@@ -20,11 +20,15 @@ from pathlib import Path
 from commbench.core.errors import EXIT_OK, EXIT_RUN_FAILED, UsageError
 from commbench.results.replay import (
     CHART,
+    OP_COLUMNS,
+    RANK_COLUMNS,
     RANKS_CSV,
     REPLAY_CSV,
+    STEP_COLUMNS,
     STEPS_CSV,
     ReplaySink,
     read_replayed,
+    write_table,
 )
 from commbench.specs.replay import ReplayOutput, ReplaySpec
 
@@ -205,9 +209,9 @@ def finish(path: Path, spec: ReplaySpec, output: ReplayOutput, trace, job,
     meta.update(status="complete", error=None, end_time=results.now(), replay=summary.as_json(),
                 head=head)
     results.RunWriter(path).update(meta)
-    render.write_csv(path / REPLAY_CSV, summary.ops, render.OP_COLUMNS)
-    render.write_csv(path / RANKS_CSV, summary.ranks, render.RANK_COLUMNS)
-    render.write_csv(path / STEPS_CSV, _step_rows(replayed), render.STEP_COLUMNS)
+    write_table(path / REPLAY_CSV, summary.ops, OP_COLUMNS)
+    write_table(path / RANKS_CSV, summary.ranks, RANK_COLUMNS)
+    write_table(path / STEPS_CSV, _step_rows(replayed), STEP_COLUMNS)
     (path / results.SUMMARY).write_text(render.summary_markdown(summary, head, meta))
     if summary.ops:
         render.bar_chart(path / CHART, summary, path.name)

@@ -1,8 +1,8 @@
-"""locate's pure half: who meets whom in which round, and who is to blame (SPEC §8).
+"""locate's attribution: who is to blame (docs/commands/locate.md, "How it decides").
 
-Nothing here runs a process or imports torch: the schedule is a list of rounds of entity
-pairs, the attribution reads pair measurements (plain numbers) and returns suspects with
-their evidence in words, so both are tested on synthetic matrices.
+Nothing here runs a process or imports torch: the attribution reads pair measurements (plain
+numbers, measured in the rounds of locate.schedule) and returns suspects with their evidence
+in words, so it is tested on synthetic matrices.
 
 Attribution, and why each step:
 
@@ -33,181 +33,26 @@ Attribution, and why each step:
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from commbench.locate.schedule import SMALL_FLEET
+from commbench.locate.verdict import Verdict
 from commbench.specs.locate import MinEffect
 
 Z_LIMIT = 3.5  # robust z beyond which an entity or a link is an outlier (Iglewicz & Hoaglin)
 MAD_TO_SIGMA = 1.4826  # MAD x this = sigma for normal data
 SCALE_FLOOR = 0.01  # sigma floor in log units (1 %): a noise-free fleet's MAD is 0
-BAD_VERDICTS = ("bad gpu", "bad node", "bad rail", "bad link", "bad switch")
-GROUPS = ("link", "switch")  # suspect kinds that are not one entity
 Effect = MinEffect | float  # a float: the same share for every metric
 METRICS = ("busbw", "lat", "both")  # both: the mean of the two log speeds (entities only)
 MIN_ROUND_PAIRS = 3  # pairs a round needs for its median to be removed
-ROUND_SHRINK = 1.2533  # a median's standard error over one pair's sigma, times sqrt(pairs)
-SMALL_FLEET = 16  # entities up to which a link candidate needs only LINK_SCREEN of the line
+# A median's standard error over sigma / sqrt(n), for normal data (sqrt(pi / 2)): how far a
+# median of n pairs strays by noise alone (a round's level, a partner's score, a candidate's
+# pooled evidence in locate.confirmation).
+MEDIAN_SE = 1.2533
 LINK_SCREEN = 0.5  # (link_screen: why)
-
-
-# ---- the schedule -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Round:
-    """One round: pairs of entity indices that run at the same time, and who sits out."""
-
-    index: int
-    pairs: tuple[tuple[int, int], ...]
-    byes: tuple[int, ...] = ()
-    phase: str = "main"  # main | confirm
-    links: tuple[tuple[int, int], ...] = ()  # pairs retested as candidate links
-
-    def phase_of(self, a: int, b: int) -> str:
-        """A pair's phase: ``link`` for a candidate link's retest, else the round's. A
-        link's retests are no test of its ends: an end judged while its link was not yet a
-        candidate read the link's slow retests as its own (a cleared end turned bad, and
-        the link was dropped)."""
-        return "link" if (min(a, b), max(a, b)) in self.links else self.phase
-
-
-def circle_rounds(n: int, count: int | None = None) -> list[Round]:
-    """The circle method (round-robin tournament): every entity meets every other exactly once.
-
-    Even n: n-1 rounds of n/2 pairs. Odd n: a phantom entity joins, whoever meets it has a bye,
-    n rounds of (n-1)/2 pairs, and the phantom is the fixed point so the bye rotates through
-    everybody once. ``count``: the first ``count`` of those rounds only."""
-    if n < 2:
-        return []
-    slots = list(range(n)) + ([None] if n % 2 else [])
-    m = len(slots)
-    fixed, moving = slots[-1], slots[:-1]
-    rounds = []
-    for index in range(m - 1 if count is None else min(m - 1, max(0, count))):
-        order = [fixed, *moving[index:], *moving[:index]]
-        pairs, byes = [], []
-        for i in range(m // 2):
-            a, b = order[i], order[m - 1 - i]
-            if a is None or b is None:
-                byes.append(b if a is None else a)
-            else:
-                pairs.append((min(a, b), max(a, b)))
-        rounds.append(Round(index, tuple(sorted(pairs)), tuple(byes)))
-    return rounds
-
-
-def quick_rounds(n: int, count: int, seed: int = 0,
-                 leaves: Sequence[str | None] = ()) -> list[Round]:
-    """``count`` rounds of the circle method over a seeded shuffle of the entities: each round
-    still pairs everybody (one bye for odd n), the same seed gives the same rounds, and a
-    different seed meets different partners. More rounds than the full schedule has are the
-    full schedule. With ``leaves`` (--topology), the first round pairs entities inside their
-    leaf (``inside_round``) and ``count`` - 1 shuffled rounds follow."""
-    shuffled = list(range(n))
-    random.Random(seed).shuffle(shuffled)
-    first = inside_round(leaves, shuffled) if count >= 2 and len(leaves) == n else None
-    rounds = [first] if first is not None else []
-    for found in circle_rounds(n, count - len(rounds)):
-        pairs = tuple(sorted((min(shuffled[a], shuffled[b]), max(shuffled[a], shuffled[b]))
-                             for a, b in found.pairs))
-        rounds.append(Round(found.index + len(rounds) if first is not None else found.index,
-                            pairs, tuple(shuffled[b] for b in found.byes)))
-    return rounds
-
-
-def inside_round(leaves: Sequence[str | None], order: Sequence[int]) -> Round | None:
-    """A round that pairs entities inside their leaf switch (in ``order``), whoever is left
-    over (a leaf's odd one, entities under no leaf) with each other. A bad uplink is told
-    from its hosts by their pairs inside the leaf being normal: K random partners of 512
-    nodes left most leaves of 4 with none (the simulator named their 4 hosts bad nodes
-    instead of the switch). None when no leaf has two entities."""
-    members: dict[str, list[int]] = {}
-    for e in order:
-        if leaves[e] is not None:
-            members.setdefault(leaves[e], []).append(e)
-    if not any(len(m) >= 2 for m in members.values()):
-        return None
-    pairs, left = [], [e for e in order if leaves[e] is None]
-    for found in members.values():
-        pairs += [(min(found[i], found[i + 1]), max(found[i], found[i + 1]))
-                  for i in range(0, len(found) - 1, 2)]
-        left += found[len(found) - len(found) % 2:]
-    pairs += [(min(left[i], left[i + 1]), max(left[i], left[i + 1]))
-              for i in range(0, len(left) - 1, 2)]
-    return Round(0, tuple(sorted(pairs)), tuple(left[len(left) - len(left) % 2:]))
-
-
-def schedule(n: int, rounds: str, seed: int = 0,
-             leaves: Sequence[str | None] = ()) -> list[Round]:
-    """--rounds full | quick | K: the whole round robin, or K (quick: about log2 n + 2)
-    rounds over a seeded shuffle (with ``leaves``: the first of them inside the leaves).
-
-    ``full`` runs the round robin twice up to SMALL_FLEET entities, the same rounds in the
-    same order (each pair's two readings a whole pass apart): a link is one pair, and its one
-    reading in the matrix decided whether it was ever retested. Two readings a pair (their
-    median) named a 1.4x link in 197 of 200 synthetic 6-rank fleets at 0.08 noise and 166 at
-    0.14, against 187 and 118 once (with ``batches``' extra retests). It costs n - 1 rounds
-    (5 at 6 ranks, about 4 s here); above 16 entities the fleet's many pairs are the
-    statistics, and ``quick`` is the schedule large fleets run."""
-    if rounds == "full":
-        once = circle_rounds(n)
-        if n > SMALL_FLEET:
-            return once
-        return once + [Round(r.index + len(once), r.pairs, r.byes) for r in once]
-    count = quick_count(n) if rounds == "quick" else int(rounds)
-    return quick_rounds(n, count, seed, leaves)
-
-
-def quick_count(n: int) -> int:
-    """Enough partners that the median over them ignores one slow partner: at least 5 (or
-    the full schedule when it is shorter), growing with log2 n."""
-    return min(n - 1 + n % 2, max(5, math.ceil(math.log2(max(n, 2))) + 2))
-
-
-def pack(tests: Sequence[tuple[int, int]], reference_from: Sequence[int],
-         phase: str = "confirm", first_index: int = 0,
-         avoid: set[tuple[int, int]] | frozenset = frozenset(),
-         links: set[tuple[int, int]] | frozenset = frozenset()) -> list[Round]:
-    """Pairs to measure, greedily packed into rounds in which nobody appears twice; each round
-    is filled with pairs among the idle ``reference_from`` entities, the round's own baseline
-    (a confirmation round is compared with good pairs measured at the same time). ``avoid``:
-    pairs that are no baseline (candidate links): idle entities are paired around them where
-    they can be (in a 6-rank run whose every rank ends a candidate link, a retest's one
-    reference was another candidate, its level the one clean pair left, and a clean link's
-    retests read 1.39x slow against it). ``links``: tests that retest a candidate link
-    (``Round.links``)."""
-    pending = list(tests)
-    rounds: list[Round] = []
-    while pending:
-        busy: set[int] = set()
-        chosen, left = [], []
-        for a, b in pending:
-            if a in busy or b in busy or a == b:
-                left.append((a, b))
-            else:
-                chosen.append((a, b))
-                busy.update((a, b))
-        retested = tuple(pair for pair in chosen if (min(pair), max(pair)) in links)
-        chosen += _references([e for e in reference_from if e not in busy], avoid)
-        rounds.append(Round(first_index + len(rounds), tuple(chosen), (), phase, retested))
-        pending = left
-    return rounds
-
-
-def _references(idle: Sequence[int], avoid: set[tuple[int, int]] | frozenset
-                ) -> list[tuple[int, int]]:
-    """Idle entities paired in order, each with the first one left that it does not form an
-    avoided pair with (or the first one left, where every one would)."""
-    left, out = list(idle), []
-    while len(left) >= 2:
-        me = left.pop(0)
-        other = next((e for e in left if (min(me, e), max(me, e)) not in avoid), left[0])
-        left.remove(other)
-        out.append((min(me, other), max(me, other)))
-    return out
 
 
 # ---- attribution ------------------------------------------------------------------------------
@@ -361,7 +206,7 @@ def score_metric(n: int, pairs: Sequence[PairResult], metric: str, min_effect: E
         # is one of them, so removing it whole set a third of the residuals to exactly 0, the
         # spread read a third of the noise, and clean synthetic fleets of 6 named bad links.
         noise = pair_noise(usable, metric) if offsets else 0.0
-        offsets = {k: _shrink(v - level, ROUND_SHRINK * noise / math.sqrt(counts[k]))
+        offsets = {k: _shrink(v - level, MEDIAN_SE * noise / math.sqrt(counts[k]))
                    for k, v in offsets.items()}
     per_entity: dict[int, list[float]] = {e: [] for e in range(n)}
     for p in usable:
@@ -374,7 +219,7 @@ def score_metric(n: int, pairs: Sequence[PairResult], metric: str, min_effect: E
     # 1.25 sigma / sqrt(k) (the median's standard error), sigma being one pair's noise.
     noise = pair_noise(usable, metric, offsets)
     partners = max(1, int(np.median([len(v) for v in per_entity.values() if v] or [1])))
-    scale = max(scale, 1.2533 * noise / math.sqrt(partners))
+    scale = max(scale, MEDIAN_SE * noise / math.sqrt(partners))
     slow = limit(min_effect, metric)
     slow_with = {}
     for e, values in per_entity.items():
@@ -566,7 +411,7 @@ def switches(pairs: Sequence[PairResult], scores: dict[str, MetricScores],
                 effects[metric][leaf] = effect
                 if effect <= slow and effect < 0 and within > slow / 2:
                     noise = max(scores[metric].noise, SCALE_FLOOR)
-                    z = effect / (ROUND_SHRINK * noise / math.sqrt(len(across)))
+                    z = effect / (MEDIAN_SE * noise / math.sqrt(len(across)))
                     found[leaf] = (effect, z, sum(1 for v in across if v <= slow), len(across))
             if set(found) == suspect:
                 break
@@ -665,7 +510,7 @@ def hung_suspects(pairs: Sequence[PairResult], names: list[str]) -> list[Suspect
         if p.status in ("hung", "failed"):
             who = f"{names[p.a]} - {names[p.b]}"
             found.append(Suspect("link", (p.a, p.b), "busbw", float("nan"), float("nan"),
-                                 verdict="hung",
+                                 verdict=Verdict.HUNG,
                                  evidence=f"{who}: the pair {p.status} in round {p.round}"))
     return found
 
@@ -687,13 +532,13 @@ def wrong_suspects(n: int, pairs: Sequence[PairResult], names: list[str],
     bad = {e for e, found in partners.items()
            if len(found) >= 2 and 2 * len(found) > len(tested.get(e, ()))}
     found = [Suspect(kind, (e,), "busbw", float("nan"), float("nan"),
-                     (len(partners[e]), len(tested[e])), verdict=f"bad {kind}",
+                     (len(partners[e]), len(tested[e])), verdict=Verdict.bad(kind),
                      evidence=f"{names[e]}: wrong results with {len(partners[e])}/"
                               f"{len(tested[e])} partners")
              for e in sorted(bad)]
     for link in sorted({(p.a, p.b) for p in wrong if p.a not in bad and p.b not in bad}):
         found.append(Suspect("link", link, "busbw", float("nan"), float("nan"),
-                             verdict="bad link",
+                             verdict=Verdict.BAD_LINK,
                              evidence=f"{names[link[0]]} - {names[link[1]]}: wrong results"))
     return found
 

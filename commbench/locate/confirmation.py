@@ -55,14 +55,12 @@ from statistics import NormalDist
 import numpy as np
 
 from commbench.locate.attribution import (
-    GROUPS,
     MAD_TO_SIGMA,
-    SMALL_FLEET,
+    MEDIAN_SE,
     Z_LIMIT,
     Attribution,
     Effect,
     PairResult,
-    Round,
     Suspect,
     as_min_effect,
     attribute,
@@ -70,7 +68,6 @@ from commbench.locate.attribution import (
     link_screen,
     links,
     median,
-    pack,
 )
 from commbench.locate.noise import (
     Line,
@@ -82,8 +79,9 @@ from commbench.locate.noise import (
     round_levels,
     run_noise,
 )
+from commbench.locate.schedule import SMALL_FLEET, Round, pack
+from commbench.locate.verdict import GROUPS, PASSED, Verdict, is_bad
 
-MEDIAN_SE = 1.2533  # a median's standard error over sigma / sqrt(n), for normal data
 Z95 = 1.96
 Z90 = 1.645  # two-sided 90 %, one-sided 95 %
 FLEET_ALPHA = 0.001  # the chance a clean fleet may have of one false ``bad``, all candidates
@@ -205,19 +203,19 @@ def _partner(suspect: Suspect, p: PairResult) -> int:
 # ---- the decision -----------------------------------------------------------------------------
 
 def verdict(suspect: Suspect, found: Evidence, min_effect: Effect, confirm: int = 3,
-            bad_z: float = Z_LIMIT) -> str:
+            bad_z: float = Z_LIMIT) -> Verdict:
     """``bad_z``: the pooled z a ``bad`` needs (``z_limit`` of the run's candidates)."""
     slow = limit(min_effect, suspect.metric)
     if not found.retests:
-        return "inconclusive"
+        return Verdict.INCONCLUSIVE
     if not found.reproduced(slow):
         strong = suspect.z <= -Z_LIMIT and found.main and float(np.median(found.main)) <= slow
-        return "transient" if strong else "ok"
+        return Verdict.TRANSIENT if strong else Verdict.OK
     if found.effect > slow or found.effect >= 0:
-        return "ok"
+        return Verdict.OK
     if found.z <= -bad_z and len(found.retests) >= min(confirm, 3):
-        return f"bad {suspect.kind}"
-    return "inconclusive"
+        return Verdict.bad(suspect.kind)
+    return Verdict.INCONCLUSIVE
 
 
 def settled(suspect: Suspect, found: Evidence, min_effect: Effect, confirm: int,
@@ -356,8 +354,8 @@ def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_ef
             judged_in.append((there, evidence_of(there, attribution, pairs, levels, sigma,
                                                  index, (entities, tested_links))))
         first = next((i for i, (there, found_there) in enumerate(judged_in)
-                      if verdict(there, found_there, min_effect, confirm,
-                                 bad_z).startswith("bad")), 0)
+                      if is_bad(verdict(there, found_there, min_effect, confirm,
+                                        bad_z))), 0)
         metrics = [there.metric for there, _ in judged_in]
         suspect.metric = metrics.pop(first)
         suspect.also = tuple(metrics)
@@ -380,15 +378,16 @@ def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_ef
     waiting = {s.entities[0] for s in still_open if s.kind not in GROUPS
                and not _looks_normal(found[(s.kind, s.entities)], s, min_effect)}
     for suspect in attribution.suspects:
-        if suspect.verdict == "bad link" and not _ends_normal(suspect, attribution, min_effect):
+        if (suspect.verdict == Verdict.BAD_LINK
+                and not _ends_normal(suspect, attribution, min_effect)):
             # an end half the --min-effect slow with its other partners is a slow entity
             # the matrix missed (at 0.1 noise, 1 of 30 fleets named its pair a bad link)
             _withhold(suspect, "but an end is slow with its other partners in the matrix")
         ends = [e for e in suspect.entities if e in waiting]
-        if suspect.verdict == "bad link" and ends:
+        if suspect.verdict == Verdict.BAD_LINK and ends:
             # an end retested as a candidate itself: its retests decide first
             _withhold(suspect, f"but {names[ends[0]]} is a candidate too, not settled")
-        if suspect.verdict == "bad link":
+        if suspect.verdict == Verdict.BAD_LINK:
             _unless_an_end_is_slow(suspect, attribution, min_effect, names,
                                    lambda end: evidence_of(end, attribution, pairs, levels,
                                                            sigma, index,
@@ -409,7 +408,7 @@ def _unless_an_end_is_slow(suspect: Suspect, attribution: Attribution, min_effec
     for e in suspect.entities:
         mine = next((s for s in attribution.suspects if s.kind not in GROUPS
                      and s.entities == (e,)), None)
-        if mine is not None and mine.verdict.startswith("bad"):
+        if mine is not None and is_bad(mine.verdict):
             slow.append(e)
             continue
         found = evidence(Suspect("gpu", (e,), suspect.metric, math.nan, math.nan))
@@ -428,7 +427,7 @@ def _looks_normal(found: Evidence, suspect: Suspect, min_effect: Effect) -> bool
 def _withhold(link: Suspect, why: str) -> None:
     """A link that would be bad, not named: its evidence says why instead of 'both ends
     normal'."""
-    link.verdict = "inconclusive"
+    link.verdict = Verdict.INCONCLUSIVE
     link.evidence = link.evidence.replace("both ends normal with their other partners", why)
 
 
@@ -438,7 +437,7 @@ def _ends_normal(suspect: Suspect, attribution: Attribution, min_effect: Effect)
     read z -2.3 in busbw and -5.0 in both). An end that was a candidate and was cleared by
     its retests is normal whatever the matrix said: its retests say more."""
     cleared = {s.entities[0] for s in attribution.suspects
-               if s.kind not in GROUPS and s.verdict in ("ok", "transient")}
+               if s.kind not in GROUPS and s.verdict in PASSED}
     return not any(scores.score.get(e, 0.0) <= limit(min_effect, metric) / 2
                    and scores.z.get(e, 0.0) <= -2.5
                    for metric, scores in attribution.scores.items()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from commbench.locate.attribution import Round
+from commbench.locate.schedule import Round
 
 LEVELS = ("gpu", "node", "rail", "switch")
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from commbench.locate.attribution import (
     MAD_TO_SIGMA,
-    ROUND_SHRINK,
+    MEDIAN_SE,
     SCALE_FLOOR,
     Attribution,
     Effect,
@@ -52,7 +52,7 @@ from commbench.specs.locate import MinEffect
 # A round's level moves by what lies beyond two standard errors of its clean pairs' median:
 # at one, the 1-2 reference pairs of a retest round added their own noise to every retest
 # (clean synthetic links at 0.15 pooled to 0.82x over 10 exchanges)
-LEVEL_SHRINK = 2 * ROUND_SHRINK
+LEVEL_SHRINK = 2 * MEDIAN_SE
 K = 4.0  # the line in this run's pair noise (module docstring: why 4)
 FLOOR = 0.10  # never below: a systematic 10 % is no fault
 CAP = 0.30  # never above: the fixed line of before (the VM's systematic spread)

@@ -39,8 +39,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from commbench.locate import attribution, confirmation
-from commbench.locate.attribution import PairResult, Round
+from commbench.locate import confirmation
+from commbench.locate.attribution import PairResult
+from commbench.locate.schedule import Round, schedule
+from commbench.locate.verdict import is_bad
 from commbench.specs.locate import LocateSpec, MinEffect
 
 FAULTS = ("clean", "gpu", "node", "rail", "link", "congested", "many", "switch")
@@ -208,13 +210,13 @@ def simulate(fleet: Fleet, rounds: str = "quick", seed: int = 0,
     """One simulated locate run: plant, the schedule, measure, retest, judge."""
     spec = spec or LocateSpec()
     rng = np.random.default_rng(seed)
-    main = attribution.schedule(fleet.entities, rounds, seed, fleet.leaves())
+    main = schedule(fleet.entities, rounds, seed, fleet.leaves())
     planted = plant(fleet, rng, main)
     pairs, judged = confirmation.locate_offline(
         fleet.entities, main, lambda more: measure(fleet, planted, more, rng), fleet.level,
         spec.min_effect, spec.confirm, spec.follow_ups, leaves=fleet.leaves())
     named = {(s.kind, tuple(s.entities)) for s in judged.suspects
-             if s.verdict.startswith("bad")}
+             if is_bad(s.verdict)}
     retest = len({p.round for p in pairs if p.phase != "main"})
     return Outcome(named == planted.expected and bool(planted.expected) or
                    (not planted.expected and not named),

@@ -23,12 +23,15 @@ Pure: text in, a Topology out; no torch, no process.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from commbench.core.errors import UsageError
-from commbench.launch.environment import hostnames
+from commbench.launch.environment import RankEnv, hostnames
+from commbench.specs.locate import LocateSpec
 
 HOSTS, SLURM = "host leaf [spine]", "topology.conf"
 SLURM_KEYS = ("switchname", "nodes", "switches", "linkspeed")
@@ -189,3 +192,26 @@ def entity_leaves(topology: Topology, entities: Sequence) -> list[str | None]:
         leaves = {topology.leaf_of(h) for h in entity.hosts}
         found.append(own or (leaves.pop() if len(leaves) == 1 else None))
     return found
+
+
+def with_topology(spec: LocateSpec, env: RankEnv | None) -> LocateSpec:
+    """``spec`` with its --topology FILE read (one line of error for a bad one, before
+    anything starts), checked against the run's hosts where they are known now: this host for
+    local ranks, the SLURM node list under srun; under other launchers only the ranks know
+    them."""
+    if spec.topology_file is None:
+        return spec
+    found = read(spec.topology_file)
+    check_hosts(found, known_hosts(env))
+    return dataclasses.replace(spec, topology=found.rows())
+
+
+def known_hosts(env: RankEnv | None) -> list[str]:
+    if env is None:
+        import socket
+
+        return [socket.gethostname()]
+    nodelist = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
+    if nodelist:
+        return hostnames(nodelist)
+    return []

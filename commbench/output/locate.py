@@ -1,14 +1,12 @@
-"""locate's text: the suspects table on the console, summary.md, and the CSV files of the
-matrix. Data in (plain rows the command built), text or files out."""
+"""locate's text and pictures: the suspects table on the console, summary.md, and every file
+of a finished run (``write_files``: the CSV tables through results.locate, the heatmaps, the
+host lists). Data in (locate.findings' rows), text or files out."""
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
 from pathlib import Path
-
-import numpy as np
 
 from commbench.output.console import make_console
 from commbench.output.markdown import markdown_table
@@ -28,7 +26,7 @@ def suspect_cells(suspects: Sequence[dict]) -> list[list[str]]:
 
 def console_lines(suspects: Sequence[dict], transient: Sequence[dict], head: dict) -> list[str]:
     """What the console shows: the run in one line, then each suspect with its evidence."""
-    lines = [f"# locate: {head['entities']} {head['level']} entities, {head['pairs']} pairs in "
+    lines = [f"# locate: {fleet_words(head)}, {head['pairs']} pairs in "
              f"{head['rounds']} rounds (+{head['confirm_rounds']} confirmation), "
              f"busbw at {head['large']}, latency at {head['small']}"
              + (f", under {head['leaves']} leaf switches (--topology)" if head.get("leaves")
@@ -43,6 +41,15 @@ def console_lines(suspects: Sequence[dict], transient: Sequence[dict], head: dic
     for s in transient:
         lines.append(f"{'transient':<12} {s['evidence']} (did not reproduce)")
     return lines
+
+
+def fleet_words(head: dict) -> str:
+    """The fleet in words that fit the run: gpu-level entities of a CPU run (gloo) are its
+    ranks ("4 ranks", not "4 gpu entities"); else "<n> <level> entities"."""
+    n = head["entities"]
+    if head["level"] == "gpu" and head.get("backend") != "nccl":
+        return f"{n} rank{'' if n == 1 else 's'}"
+    return f"{n} {head['level']} entit{'y' if n == 1 else 'ies'}"
 
 
 def headline(suspects: Sequence[dict], transient: Sequence[dict], head: dict) -> str:
@@ -73,7 +80,7 @@ def summary_markdown(suspects: Sequence[dict], transient: Sequence[dict], head: 
     """summary.md: the run, the suspects table, then every entity."""
     versions = meta.get("versions", {})
     parts = ["# commbench locate", "",
-             f"{head['entities']} {head['level']} entities on {meta.get('nnodes', '?')} node(s) "
+             f"{fleet_words(head)} on {meta.get('nnodes', '?')} node(s) "
              f"({meta.get('world_size', '?')} ranks, {head['backend']}), {head['pairs']} pairs "
              f"in {head['rounds']} rounds + {head['confirm_rounds']} confirmation round(s); "
              f"busbw: bidirectional p2p at {head['large']}, latency: at {head['small']}; "
@@ -108,22 +115,6 @@ def summary_markdown(suspects: Sequence[dict], transient: Sequence[dict], head: 
 
 def _z(value) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.1f}"
-
-
-def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str]) -> None:
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def write_matrix(path: Path, values: np.ndarray, labels: Sequence[str]) -> None:
-    """N x N with the entities' labels on both axes; empty = not measured."""
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["", *labels])
-        for label, row in zip(labels, values, strict=True):
-            writer.writerow([label, *("" if not math.isfinite(v) else f"{v:.6g}" for v in row)])
 
 
 COMPARE_HEADERS = ["entity", "busbw before", "after", "ratio", "lat us before", "after",
@@ -230,3 +221,60 @@ class RoundsBar:
             self._bar.stop()
             self._bar = None
         self.files.close()
+
+
+def write_files(path: Path, found: Sequence, records: Sequence[dict], view, head: dict,
+                meta: dict) -> None:
+    """Every file of a finished locate run from its findings (locate.findings.Findings):
+    pairs.csv, entities.csv, the matrices and heatmaps, bad-hosts.txt, good-hosts.txt and
+    summary.md (docs/commands/locate.md, "Files")."""
+    from commbench.locate.attribution import matrix
+    from commbench.locate.findings import good_hosts, pair_result
+    from commbench.locate.verdict import GROUPS, failed
+    from commbench.output import heatmap
+    from commbench.results import locate as files
+
+    labels = [_label(e, found) for e in found]
+    rows = []
+    for r in records:
+        a, b = found[r["a"]], found[r["b"]]
+        rows.append({**r, "entity_a": labels[r["a"]], "entity_b": labels[r["b"]],
+                     "hosts": ";".join(dict.fromkeys((*a.hosts, *b.hosts))),
+                     "ranks": ";".join(f"{x}-{y}" for x, y in r["ranks"])})
+    files.write_csv(path / files.PAIRS_CSV, rows, files.PAIR_COLUMNS)
+    files.write_csv(path / files.ENTITIES_CSV, view.entities, files.ENTITY_COLUMNS)
+    pairs = [pair_result(r) for r in records]
+    n = len(found)
+    for metric in files.METRICS:
+        files.write_matrix(path / files.matrix_csv(metric), matrix(n, pairs, metric, False),
+                           labels)
+    bad_entities = sorted({i for s in view.suspects if s["kind"] not in GROUPS
+                           for i in s["entities"]})
+    groups = None
+    if view.leaves:  # rows and columns by leaf, a suspect switch's leaf named in red
+        groups = heatmap.Groups(view.leaves, frozenset(
+            s["entity"] for s in view.suspects if s["kind"] == "switch"))
+    links = [tuple(s["entities"]) for s in view.suspects if s["kind"] == "link"]
+    titles = {"busbw": f"busbw of each pair (fastest decile of calls, {head['large']}B)",
+              "lat": f"latency of each pair (fastest call, {head['small']}B)"}
+    for metric, slower_high in (("busbw", False), ("lat", True)):
+        if n >= 2:
+            column = "busbw_ratio" if metric == "busbw" else "lat_ratio"
+            heatmap.heatmap(path / files.heatmap_png(metric), matrix(n, pairs, metric),
+                            labels, f"locate: {titles[metric]} / fleet median", slower_high,
+                            bad_entities, links,
+                            [r[column] for r in view.entities if r["kind"] not in GROUPS],
+                            groups)
+    files.write_hosts(path / files.BAD_HOSTS, list(dict.fromkeys(
+        h for s in view.suspects if failed(s["verdict"]) for h in s["hosts"])))
+    files.write_hosts(path / files.GOOD_HOSTS, good_hosts(found, view.entities, view.suspects))
+    (path / "summary.md").write_text(summary_markdown(view.suspects, view.transient, head,
+                                                      view.entities, meta))
+
+
+def _label(entity, found: Sequence) -> str:
+    """An entity's axis label: with its host where the fleet spans several."""
+    hosts = {h for e in found for h in e.hosts}
+    if entity.kind == "gpu" and len(hosts) > 1:
+        return f"{entity.hosts[0]}:{entity.ranks[0]}"
+    return entity.name

@@ -7,19 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from commbench.core.sizes import format_size
-from commbench.output.locate import write_csv  # noqa: F401 (replay's CSV files too)
 from commbench.output.markdown import markdown_table
 from commbench.output.tables import Column, headers_of, render
 
-# an all-to-all's bytes sent and received, recorded and replayed (empty for other ops)
-MOVED = ("sent_bytes", "received_bytes", "replayed_sent_bytes", "replayed_received_bytes")
-OP_COLUMNS = ("op", "dtype", "bytes", "calls", "in_situ_s", "replayed_s", "model_s",
-              "replayed_bytes", "replayed_calls", "ranks", "model_source", *MOVED)
-RANK_COLUMNS = ("rank", "op", "dtype", "bytes", "calls", "in_situ_s", "replayed_s", "model_s",
-                "replayed_bytes", "replayed_calls", "model_source", *MOVED)
-# bytes: the calls' largest buffers; sent/received: what the step's all-to-alls handed torch
-STEP_COLUMNS = ("rank", "index", "step", "wall_s", "calls", "calls_s", "bytes", "sent_bytes",
-                "received_bytes")
 # The three figures, as the table, the chart and the docs name them.
 FIGURES = (("in_situ_s", "in situ"), ("replayed_s", "replayed"), ("model_s", "model"))
 COLOURS = {"in_situ_s": "C0", "replayed_s": "C1", "model_s": "C2"}

@@ -1,5 +1,6 @@
 """A locate run's files, owned here (pyperf's rule: the object that owns a format loads and
-dumps it): pairs.jsonl as rank 0 measures, then entities.csv and pairs.csv from the attribution.
+dumps it): pairs.jsonl as rank 0 measures, then entities.csv, pairs.csv, the matrices and the
+host lists from the attribution (docs/reference/results-layout.md).
 
 A locate run folder is one with both pairs.jsonl and entities.csv; ``compare`` and ``report``
 tell it from a sweep that way.
@@ -9,11 +10,27 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+from collections.abc import Sequence
 from pathlib import Path
 
 PAIRS_JSONL = "pairs.jsonl"
 PAIRS_CSV = "pairs.csv"
 ENTITIES_CSV = "entities.csv"
+BAD_HOSTS = "bad-hosts.txt"  # hosts of a bad or hung suspect, one a line
+GOOD_HOSTS = "good-hosts.txt"  # hosts measured and passed
+METRICS = ("busbw", "lat")
+
+
+def matrix_csv(metric: str) -> str:
+    """The N x N matrix of one metric (``busbw`` or ``lat``), raw values."""
+    return f"matrix_{metric}.csv"
+
+
+def heatmap_png(metric: str) -> str:
+    """The heatmap of one metric, each pair over the fleet median."""
+    return f"heatmap_{metric}.png"
+
 ENTITY_COLUMNS = ("entity", "kind", "host", "ranks", "partners", "busbw_ratio", "busbw_z",
                   "lat_ratio", "lat_z", "votes", "confirmed", "verdict")
 PAIR_COLUMNS = ("round", "phase", "entity_a", "entity_b", "hosts", "ranks", "size_large",
@@ -64,3 +81,24 @@ def read_verdicts(path: Path) -> dict[str, str]:
     """entity -> verdict, from entities.csv."""
     with open(path / ENTITIES_CSV) as handle:
         return {row["entity"]: row["verdict"] for row in csv.DictReader(handle)}
+
+
+def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str]) -> None:
+    """A table with ``columns`` (others in the rows left out); locate's and replay's."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_matrix(path: Path, values, labels: Sequence[str]) -> None:
+    """N x N with the entities' labels on both axes; empty = not measured."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["", *labels])
+        for label, row in zip(labels, values, strict=True):
+            writer.writerow([label, *("" if not math.isfinite(v) else f"{v:.6g}" for v in row)])
+
+
+def write_hosts(path: Path, hosts: Sequence[str]) -> None:
+    path.write_text("".join(f"{h}\n" for h in hosts))

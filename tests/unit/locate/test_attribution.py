@@ -9,6 +9,7 @@ import pytest
 
 from commbench.locate import attribution as locate
 from commbench.locate import confirmation
+from commbench.locate import schedule as rounds_of
 from commbench.locate.attribution import PairResult
 from commbench.specs.locate import MinEffect
 
@@ -17,7 +18,7 @@ from commbench.specs.locate import MinEffect
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 9, 16, 17])
 def test_circle_meets_every_pair_once_and_nobody_twice_in_a_round(n):
-    rounds = locate.circle_rounds(n)
+    rounds = rounds_of.circle_rounds(n)
     assert len(rounds) == (n - 1 if n % 2 == 0 else n)
     met = [pair for r in rounds for pair in r.pairs]
     assert sorted(met) == sorted(itertools.combinations(range(n), 2))
@@ -29,18 +30,18 @@ def test_circle_meets_every_pair_once_and_nobody_twice_in_a_round(n):
 
 @pytest.mark.parametrize("n", [3, 5, 7, 9])
 def test_byes_rotate_through_everybody_once(n):
-    byes = [b for r in locate.circle_rounds(n) for b in r.byes]
+    byes = [b for r in rounds_of.circle_rounds(n) for b in r.byes]
     assert sorted(byes) == list(range(n))
 
 
 def test_even_fleet_has_no_bye():
-    assert all(not r.byes for r in locate.circle_rounds(8))
+    assert all(not r.byes for r in rounds_of.circle_rounds(8))
 
 
 def test_quick_rounds_are_seeded_and_still_valid():
-    a = locate.quick_rounds(32, 6, seed=7)
-    assert a == locate.quick_rounds(32, 6, seed=7)
-    assert a != locate.quick_rounds(32, 6, seed=8)
+    a = rounds_of.quick_rounds(32, 6, seed=7)
+    assert a == rounds_of.quick_rounds(32, 6, seed=7)
+    assert a != rounds_of.quick_rounds(32, 6, seed=8)
     assert len(a) == 6
     met = [pair for r in a for pair in r.pairs]
     assert len(met) == len(set(met)) == 6 * 16  # no pair twice
@@ -50,17 +51,17 @@ def test_quick_rounds_are_seeded_and_still_valid():
 
 def test_schedule_options():
     # up to 16 entities the full round robin runs twice, in the same order, indexed on
-    once, twice = locate.circle_rounds(6), locate.schedule(6, "full")
+    once, twice = rounds_of.circle_rounds(6), rounds_of.schedule(6, "full")
     assert [r.pairs for r in twice] == [r.pairs for r in once] * 2
     assert [r.index for r in twice] == list(range(10))
-    assert len(locate.schedule(17, "full")) == 17 and len(locate.schedule(16, "full")) == 30
-    assert len(locate.schedule(64, "quick")) == locate.quick_count(64) == 8
-    assert len(locate.schedule(6, "quick")) == 5  # never more than the full round robin
-    assert len(locate.schedule(10, "3")) == 3
+    assert len(rounds_of.schedule(17, "full")) == 17 and len(rounds_of.schedule(16, "full")) == 30
+    assert len(rounds_of.schedule(64, "quick")) == rounds_of.quick_count(64) == 8
+    assert len(rounds_of.schedule(6, "quick")) == 5  # never more than the full round robin
+    assert len(rounds_of.schedule(10, "3")) == 3
 
 
 def test_pack_puts_nobody_twice_in_a_round_and_fills_with_references():
-    rounds = locate.pack([(0, 1), (0, 2), (3, 4)], reference_from=[5, 6, 7, 8, 2])
+    rounds = rounds_of.pack([(0, 1), (0, 2), (3, 4)], reference_from=[5, 6, 7, 8, 2])
     assert [r.pairs[:2] for r in rounds][0] == ((0, 1), (3, 4))
     for r in rounds:
         seen = [e for pair in r.pairs for e in pair]
@@ -81,7 +82,7 @@ def fleet(n, slow=None, links=None, congested=None, noise=0.03, seed=0, rounds=N
     links = links or {}
     congested = congested or {}
     out = []
-    for r in rounds or locate.circle_rounds(n):
+    for r in rounds or rounds_of.circle_rounds(n):
         for a, b in r.pairs:
             factor = min(slow.get(a, 1.0), slow.get(b, 1.0)) * links.get((a, b), 1.0)
             factor *= congested.get(r.index, 1.0) if r.phase == "main" else 1.0
@@ -111,7 +112,7 @@ def offline(n, slow=None, links=None, congested=None, noise=0.03, seed=0, confir
                      seed + 101 * batch, rounds=rounds)
 
     names = [f"rank {e}" for e in range(n)]
-    return confirmation.locate_offline(n, locate.circle_rounds(n), measure, "gpu",
+    return confirmation.locate_offline(n, rounds_of.circle_rounds(n), measure, "gpu",
                                        MinEffect() if min_effect is None else min_effect,
                                        confirm, 3, names)
 
@@ -366,7 +367,7 @@ def test_retests_use_distinct_good_partners_after_the_matrix():
 
 
 def test_matrix_is_ratio_to_fleet_median_with_untested_cells_nan():
-    pairs = fleet(4, slow={0: 0.5}, noise=0.0, rounds=locate.circle_rounds(4)[:2])
+    pairs = fleet(4, slow={0: 0.5}, noise=0.0, rounds=rounds_of.circle_rounds(4)[:2])
     m = locate.matrix(4, pairs, "busbw")
     assert np.isnan(np.diag(m)).all()
     assert np.isnan(m).sum() == 4 + 2 * 2  # diagonal + the round not measured
@@ -404,7 +405,7 @@ def test_heatmap_colours_a_slow_row_red_and_names_the_suspect(tmp_path):
 def test_heatmap_hatches_untested_cells(tmp_path):
     from commbench.output.heatmap import heatmap
 
-    rounds = locate.quick_rounds(8, 2, seed=1)
+    rounds = rounds_of.quick_rounds(8, 2, seed=1)
     fig = heatmap(tmp_path / "q.png", locate.matrix(8, fleet(8, rounds=rounds), "lat"),
                   [str(e) for e in range(8)], "t", True)
     assert any(p.get_hatch() == "//" for p in fig.axes[0].patches)
@@ -459,7 +460,7 @@ def test_rank_rounds_expand_every_meeting():
     from commbench.locate import fleet
 
     found = fleet.entities("node", hosts(4, 2))
-    rounds = fleet.rank_rounds("node", found, locate.circle_rounds(4))
+    rounds = fleet.rank_rounds("node", found, rounds_of.circle_rounds(4))
     for r in rounds:
         ranks = [x for m in r.meetings for p in m.rank_pairs for x in p]
         assert sorted(ranks) == list(range(8))
@@ -491,7 +492,7 @@ def test_bad_locate_input_exits_2_with_one_line(args, message, tmp_path, capsys)
 
 
 def test_parsers():
-    from commbench.commands.locate import parse_effect, parse_rounds, parse_sizes
+    from commbench.specs.locate import parse_effect, parse_rounds, parse_sizes
 
     assert parse_sizes("64M,8") == (8, 64 << 20)
     assert parse_effect("10%") == MinEffect(0.1, 0.1) == parse_effect("0.1")

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from commbench.locate import attribution, confirmation
+from commbench.locate import schedule as rounds_of
 from commbench.locate import simulate as sim
 from commbench.locate.attribution import Suspect
 from commbench.locate.confirmation import Evidence, settled, verdict, z_limit
@@ -47,7 +48,7 @@ def test_at_gpu_level_every_gpu_is_an_entity_and_a_nic_slows_only_its_pairs_acro
     fleet = sim.Fleet(4, gpus=2, noise=(0.0, 0.0), fault="rail", factor=2.0, level="gpu")
     assert fleet.entities == 8 and fleet.node_of(5) == 2
     planted = sim.Planted(slow_nics={(1, 0): 2.0})  # node 1's NIC 0 = entity 2
-    rounds = [attribution.Round(0, ((2, 3), (2, 4), (0, 1)))]
+    rounds = [rounds_of.Round(0, ((2, 3), (2, 4), (0, 1)))]
     pairs = sim.measure(fleet, planted, rounds, np.random.default_rng(0))
     busbw = {(p.a, p.b): p.busbw for p in pairs}
     assert busbw == {(2, 3): 10.0, (2, 4): 5.0, (0, 1): 10.0}  # inside node 1: NVLink
@@ -78,7 +79,7 @@ def test_a_verdicts_noise_reads_the_slow_tail_of_a_node_meeting():
 
     def noises(fleet, rounds):
         rng = np.random.default_rng(1)
-        main = attribution.schedule(fleet.entities, rounds, 1)
+        main = rounds_of.schedule(fleet.entities, rounds, 1)
         pairs = sim.measure(fleet, sim.plant(fleet, rng, main), main, rng)
         found = attribution.attribute(fleet.entities, pairs, fleet.level, 0.3)
         return (run_noise(found, pairs, "busbw"),

@@ -11,6 +11,7 @@ import math
 import pytest
 
 from commbench.locate import confirmation, noise
+from commbench.locate import schedule as rounds_of
 from commbench.locate import simulate as sim
 from commbench.specs.locate import LocateSpec, MinEffect
 from tests.unit.locate.test_attribution import fleet, locate_folder, measured
@@ -128,9 +129,8 @@ def test_a_small_fleet_read_twice_still_has_too_few_pairs_for_a_noise():
     systematic difference is in both of its readings, so they count once: the line stays
     the cap, where 30 readings would draw 4 x the noise from 15 pairs (the quiet fleet here:
     about 20 %)."""
-    from commbench.locate import attribution
 
-    pairs = fleet(6, noise=0.045, rounds=attribution.schedule(6, "full"))
+    pairs = fleet(6, noise=0.045, rounds=rounds_of.schedule(6, "full"))
     assert len(pairs) == 30
     line = noise.resolve(None, 6, pairs, "gpu")
     assert (line.busbw, line.lat, line.how_busbw, line.how_lat) == (noise.CAP, noise.CAP,

@@ -12,8 +12,10 @@ import math
 
 from commbench.locate import attribution as locate
 from commbench.locate import confirmation
-from commbench.locate.attribution import PairResult, Round
+from commbench.locate import schedule as rounds_of
+from commbench.locate.attribution import PairResult
 from commbench.locate.noise import round_levels
+from commbench.locate.schedule import Round
 from commbench.specs.locate import MinEffect
 
 from .test_attribution import bad, fleet
@@ -32,7 +34,7 @@ def decide(n, matrix_links, retest_links, noise=0.05, seed=0, min_effect=None):
         return fleet(n, links=links, noise=noise, seed=seed + 101 * batch, rounds=rounds)
 
     names = [f"rank {e}" for e in range(n)]
-    return confirmation.locate_offline(n, locate.circle_rounds(n), measure, "gpu",
+    return confirmation.locate_offline(n, rounds_of.circle_rounds(n), measure, "gpu",
                                        MinEffect() if min_effect is None else min_effect,
                                        3, 3, names)
 
@@ -92,7 +94,7 @@ def test_a_slow_ranks_pair_is_no_bad_link():
         return fleet(6, slow={2: 1 / 1.3}, noise=0.1, seed=3 + 101 * next(batches),
                      rounds=rounds)
 
-    _, judged = confirmation.locate_offline(6, locate.circle_rounds(6), measure, "gpu",
+    _, judged = confirmation.locate_offline(6, rounds_of.circle_rounds(6), measure, "gpu",
                                             MinEffect(0.2, 0.2), 3, 3)
     assert [s for s in judged.suspects if s.kind == "link" and 2 in s.entities]
     assert bad(judged.suspects) in ([], [("gpu", (2,))])
@@ -103,10 +105,10 @@ def test_a_slow_ranks_pair_is_no_bad_link():
 
 def test_retest_rounds_pair_idle_entities_around_candidate_links():
     """Reference pairs are a round's baseline: a candidate link is none."""
-    rounds = locate.pack([(1, 2)], reference_from=[0, 3, 4, 5], avoid={(0, 3), (4, 5)})
+    rounds = rounds_of.pack([(1, 2)], reference_from=[0, 3, 4, 5], avoid={(0, 3), (4, 5)})
     assert sorted(rounds[0].pairs) == [(0, 4), (1, 2), (3, 5)]
     # where every pairing is a candidate, the entities are still paired
-    rounds = locate.pack([(1, 2)], reference_from=[0, 3], avoid={(0, 3)})
+    rounds = rounds_of.pack([(1, 2)], reference_from=[0, 3], avoid={(0, 3)})
     assert sorted(rounds[0].pairs) == [(0, 3), (1, 2)]
 
 
@@ -160,7 +162,7 @@ def test_a_cleared_end_counts_as_normal_when_its_pairs_are_weighed():
 def twice(n, first, second, noise=0.02, seed=0):
     """The full schedule of a small fleet (the round robin twice), the first pass measured
     with ``first`` slow links, the second with ``second``."""
-    rounds = locate.schedule(n, "full")
+    rounds = rounds_of.schedule(n, "full")
     half = len(rounds) // 2
     return (fleet(n, links=first, noise=noise, seed=seed, rounds=rounds[:half])
             + fleet(n, links=second, noise=noise, seed=seed + 1, rounds=rounds[half:]))
@@ -177,7 +179,7 @@ def test_a_small_fleet_reads_each_pair_twice_and_a_link_takes_their_median():
     alone it would not be, and a rule that kept either reading alone misses one order. A
     clean pair read 1.25x once and 0.97x once is none (1.10x), where its slow reading alone
     would make it one."""
-    assert len(locate.schedule(6, "full")) == 2 * len(locate.circle_rounds(6))
+    assert len(rounds_of.schedule(6, "full")) == 2 * len(rounds_of.circle_rounds(6))
     fast, slow = {LINK: 1 / 1.05}, {LINK: 1 / 1.5}
     assert link_candidates(6, fleet(6, links=fast, noise=0.02)) == []
     assert link_candidates(6, twice(6, fast, slow)) == [LINK]
@@ -221,7 +223,7 @@ def test_a_candidate_is_judged_in_every_metric_it_was_a_candidate_in(monkeypatch
             measured.append(p)
         return measured
 
-    pairs, judged = confirmation.locate_offline(6, locate.schedule(6, "full"), measure, "gpu",
+    pairs, judged = confirmation.locate_offline(6, rounds_of.schedule(6, "full"), measure, "gpu",
                                                 MinEffect(0.3, 0.3), 3, 3)
     (link,) = [s for s in judged.suspects if s.entities == LINK]
     assert link.also and link.verdict == "bad link" and link.metric == "busbw", link.evidence

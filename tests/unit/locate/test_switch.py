@@ -12,8 +12,8 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from commbench.locate import attribution as locate
 from commbench.locate import confirmation
+from commbench.locate import schedule as rounds_of
 from commbench.locate import simulate as sim
 from commbench.specs.locate import LocateSpec, MinEffect
 from tests.unit.locate.test_attribution import fleet
@@ -41,7 +41,7 @@ def decide(leaves=LEAVES, slow=None, links=None, noise=0.05, seed=0, min_effect=
         return fleet(n, slow, links, None, noise, seed + 101 * next(batches), rounds=rounds)
 
     names = [f"node{e:02d}" for e in range(n)]
-    return confirmation.locate_offline(n, locate.circle_rounds(n), measure, "node",
+    return confirmation.locate_offline(n, rounds_of.circle_rounds(n), measure, "node",
                                        min_effect or MinEffect(), 3, 3, names,
                                        leaves if topology else ())
 
@@ -142,7 +142,7 @@ def test_the_simulator_plants_the_uplink_on_pairs_across_only():
     (leaf,) = planted.slow_uplinks
     behind = [e for e, name in enumerate(fleet8.leaves()) if name == leaf]
     assert planted.expected == {("switch", tuple(behind))}
-    pairs = sim.measure(fleet8, planted, locate.circle_rounds(8), np.random.default_rng(0))
+    pairs = sim.measure(fleet8, planted, rounds_of.circle_rounds(8), np.random.default_rng(0))
     for p in pairs:
         across = (p.a in behind) != (p.b in behind)
         assert p.busbw == pytest.approx(5.0 if across else 10.0)
@@ -222,12 +222,13 @@ def test_quick_rounds_with_a_topology_measure_pairs_inside_every_leaf():
     """K random partners of 512 nodes left most leaves of 4 with no pair inside, and their
     hosts were named one by one instead of the switch: the first quick round pairs inside."""
     leaves = tuple(f"leaf{e // 4}" for e in range(512)) + (None,)  # one host under no leaf
-    rounds = locate.schedule(513, "quick", 3, leaves)
-    assert len(rounds) == locate.quick_count(513)
+    rounds = rounds_of.schedule(513, "quick", 3, leaves)
+    assert len(rounds) == rounds_of.quick_count(513)
     first = rounds[0]
     inside = [(a, b) for a, b in first.pairs if leaves[a] == leaves[b]]
     assert len(inside) == 256 and len(first.byes) == 1
     for r in rounds:
         met = [e for pair in r.pairs for e in pair]
         assert len(met) == len(set(met))
-    assert locate.schedule(12, "quick", 3) == locate.quick_rounds(12, locate.quick_count(12), 3)
+    quick = rounds_of.quick_rounds(12, rounds_of.quick_count(12), 3)
+    assert rounds_of.schedule(12, "quick", 3) == quick

@@ -135,8 +135,9 @@ def test_an_interrupted_run_with_no_pair_keeps_its_error_and_no_verdict(tmp_path
 
 def test_verdict_code_in_the_ranks_says_nothing_measured():
     """Every rank exits with rank 0's code: 3 when no pair was measured, never 0."""
-    from commbench.commands.locate import LocateSpec, verdict_code
     from commbench.locate import fleet as levels
+    from commbench.locate.callbacks import verdict_code
+    from commbench.specs.locate import LocateSpec
 
     found = [asdict(e) for e in levels.entities("node", [{"host": "h", "node": "0"}] * 4)]
     assert len(found) == 1
@@ -202,13 +203,13 @@ def test_finish_quotes_the_attributions_z_limit(tmp_path, monkeypatch, capsys):
 
 
 def test_a_link_row_votes_from_its_evidence_not_a_literal(tmp_path):
-    from commbench.commands.locate import _entity_rows
     from commbench.locate import fleet as levels
+    from commbench.locate.findings import entity_rows
 
     found = levels.entities("gpu", [{"host": "h", "node": ""}] * 6)
     attribution = locate.attribute(6, fleet(6))
     link = locate.Suspect("link", (1, 3), "busbw", 0.5, 1.0, slow_with=(3, 4), verdict="bad link")
-    (row,) = [r for r in _entity_rows(found, attribution, [link]) if r["kind"] == "link"]
+    (row,) = [r for r in entity_rows(found, attribution, [link]) if r["kind"] == "link"]
     assert row["votes"] == "3/4"
 
 
@@ -266,16 +267,16 @@ def test_nonsense_is_refused_in_one_line(args, message, tmp_path, capsys):
 
 
 def test_one_node_is_known_from_the_launcher():
-    from commbench.commands.locate import _one_node
     from commbench.launch.environment import RankEnv
+    from commbench.specs.locate import one_node
 
     def env(world, local_world, nnodes=0):
         return RankEnv("torchrun", 0, world, 0, local_world, "127.0.0.1", 29500, True, nnodes)
 
-    assert _one_node(None)
-    assert _one_node(env(8, 8))
-    assert not _one_node(env(8, 2))  # four torchrun agents of two ranks: four nodes
-    assert _one_node(env(8, 2, nnodes=1))
+    assert one_node(None)
+    assert one_node(env(8, 8))
+    assert not one_node(env(8, 2))  # four torchrun agents of two ranks: four nodes
+    assert one_node(env(8, 2, nnodes=1))
 
 
 # ---- report of two locate runs ----------------------------------------------------------------
