@@ -219,20 +219,58 @@ def _rank_main(entry: Callable, logs: ranklogs.RankFiles, *args):
     # The agent stops the other ranks with SIGTERM when one fails: as an exception, rank 0
     # still writes the sizes its unfinished --rounds measured (measure.sweep) within the grace.
     signal.signal(signal.SIGTERM, _stopped)
+    signal.signal(signal.SIGINT, _interrupted)
+    return _run_entry(entry, env, args)
+
+
+def _run_entry(entry: Callable, env, args: tuple):
+    """``entry(env, *args)``, its failure turned into the rank's exit code: 3 for a reported
+    failure, 128 + the signal for a stop, 1 (with the traceback, the rank log's last words)
+    for anything else. An error raised while stopping (a second Ctrl-C while the rank closes
+    its groups printed a chained traceback of ~30 lines) is the stop: no words, its code;
+    the launcher says "interrupted" once."""
     try:
         return entry(env, *args)
     except RunFailed:
         sys.exit(EXIT_RUN_FAILED)
     except Interrupted as stop:
         sys.exit(stop.exit_code)
-    except Exception:
+    except KeyboardInterrupt:
+        sys.exit(128 + signal.SIGINT)
+    except Exception as error:
+        stop = _stop_behind(error)
+        if stop is not None:
+            sys.exit(stop)
         traceback.print_exc()
         sys.stderr.flush()
         sys.exit(1)
 
 
+def _stop_behind(error: BaseException) -> int | None:
+    """The exit code of a stop (Interrupted, KeyboardInterrupt) this error was raised while
+    handling or from, if any."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, Interrupted):
+            return error.exit_code
+        if isinstance(error, KeyboardInterrupt):
+            return 128 + signal.SIGINT
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def _stopped(signum: int, frame) -> None:
     raise Interrupted(f"stopped by {signal.Signals(signum).name}", exit_code=128 + signum)
+
+
+def _interrupted(signum: int, frame) -> None:
+    """Ctrl-C (it reaches every rank: one process group) interrupts the rank once, as
+    Python's default does; a second one is ignored, so that the rank's clean-up is not cut
+    into (a second Ctrl-C in Session.close()'s pause raised again inside it). The agent's
+    SIGTERM, then SIGKILL after SHUTDOWN_GRACE_S, still bound it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 Explain = Callable[..., str]  # (exit_codes, store, world, last_words=) -> one line

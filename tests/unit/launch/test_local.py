@@ -1,0 +1,72 @@
+"""How a local rank ends (launch.local): its exit code and what it leaves on stderr, which is
+its log and, copied, the console. Ctrl-C in 1 of 6 tries printed a chained traceback of ~30
+lines: a second SIGINT while the rank slept in Session.close() raised inside the clean-up of
+the first."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from commbench.core.errors import Interrupted, RunFailed
+from commbench.launch.local import _interrupted, _run_entry
+
+
+def ends(entry, capsys) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as stopped:
+        _run_entry(entry, None, ())
+    return stopped.value.code, capsys.readouterr().err
+
+
+def test_an_error_raised_while_closing_after_ctrl_c_is_the_interrupt_in_no_words(capsys):
+    def entry(env):
+        try:
+            raise KeyboardInterrupt
+        finally:
+            raise RuntimeError("interrupted system call, in the store while closing")
+
+    assert ends(entry, capsys) == (130, "")
+
+
+def test_an_error_raised_from_a_stop_exits_with_the_stops_code(capsys):
+    def entry(env):
+        try:
+            raise Interrupted("stopped by SIGTERM", exit_code=143)
+        except Interrupted as stop:
+            raise ValueError("the sink could not close") from stop
+
+    assert ends(entry, capsys) == (143, "")
+
+
+def test_a_plain_error_still_leaves_its_traceback_and_exits_1(capsys):
+    """The rank log's last line is what the launcher quotes: an unexpected error keeps it."""
+    def entry(env):
+        raise ValueError("a spec this rank cannot parse")
+
+    code, err = ends(entry, capsys)
+    assert code == 1 and "Traceback" in err and err.strip().endswith(
+        "ValueError: a spec this rank cannot parse")
+
+
+def test_reported_failures_and_stops_keep_their_codes(capsys):
+    def failed(env):
+        raise RunFailed("rank 1 hung")
+
+    def interrupted(env):
+        raise KeyboardInterrupt
+
+    assert ends(failed, capsys) == (3, "")
+    assert ends(interrupted, capsys) == (130, "")
+
+
+def test_a_second_ctrl_c_does_not_cut_into_the_clean_up():
+    previous = signal.signal(signal.SIGINT, _interrupted)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)  # ignored: no exception while cleaning up
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
