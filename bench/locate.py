@@ -108,13 +108,13 @@ def measure(rounds, slow: dict, noise, rng, latency_too: bool = True):
 
 
 def verdicts(n: int, slow: dict, noise, rng, latency_too=True, confirm=3) -> set:
-    """The decision as the ranks run it (locate.confirmation.locate_offline), defaults as
+    """The decision as the ranks run it (locate.retests.locate_offline), defaults as
     the command's."""
-    from commbench.locate import confirmation
+    from commbench.locate import retests
     from commbench.specs.locate import LocateSpec
 
     spec = LocateSpec(confirm=confirm)
-    _, judged = confirmation.locate_offline(
+    _, judged = retests.locate_offline(
         n, rounds_of.schedule(n, spec.rounds), lambda rounds: measure(rounds, slow, noise, rng,
                                                                  latency_too),
         "gpu", spec.min_effect, spec.confirm, spec.follow_ups)

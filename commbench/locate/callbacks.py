@@ -30,22 +30,22 @@ def follow_up(spec: LocateSpec, found: list[dict], records: list[dict]) -> list:
     """The next batch of retests of the candidates whose pooled evidence has not settled
     (none: all settled); the ranks call it until it returns none, ``retest_batches`` times
     at most."""
-    from commbench.locate import confirmation, fleet
+    from commbench.locate import fleet, retests
 
     entities = [entity_of(e) for e in found]
     if not entities:
         return []
     pairs = [pair_result(r) for r in records]
-    rounds = confirmation.next_rounds(len(entities), pairs, entities[0].kind, spec.min_effect,
+    rounds = retests.next_rounds(len(entities), pairs, entities[0].kind, spec.min_effect,
                                       spec.confirm, leaves_of(spec, entities))
     return fleet.rank_rounds(entities[0].kind, entities, rounds)
 
 
 def retest_batches(spec: LocateSpec, entities: int) -> int:
-    """The cap on retest batches for a fleet of ``entities`` (locate.confirmation.batches)."""
-    from commbench.locate import confirmation
+    """The cap on retest batches for a fleet of ``entities`` (locate.retests.batches)."""
+    from commbench.locate import retests
 
-    return confirmation.batches(entities, spec.follow_ups)
+    return retests.batches(entities, spec.follow_ups)
 
 
 def verdict_code(spec: LocateSpec, found: list[dict], records: list[dict]) -> int:

@@ -47,7 +47,7 @@ class LocateJob:
     plan: Callable
     follow_up: Callable
     # the fleet's entities -> batches of retests at most (follow_up is called until it says
-    # none or this many ran): the command's rule (locate.confirmation.batches)
+    # none or this many ran): the command's rule (locate.retests.batches)
     batches: Callable[[int], int]
     verdict: Callable | None = None
     window: int = 8  # messages in flight each way at the large size

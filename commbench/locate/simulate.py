@@ -1,6 +1,6 @@
 """A fleet simulator for locate: synthetic nodes x GPUs, faults planted, and the very same
 schedule, --min-effect line, attribution and confirmation a real run uses
-(locate.attribution.schedule, locate.noise, locate.confirmation.locate_offline: no second
+(locate.schedule, locate.noise, locate.retests.locate_offline: no second
 implementation; without a given --min-effect each fleet draws its line from its own main
 matrix, as a run does). Pure: numpy, no torch, no process.
 
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from commbench.locate import confirmation
+from commbench.locate import retests
 from commbench.locate.attribution import PairResult
 from commbench.locate.schedule import Round, schedule
 from commbench.locate.verdict import is_bad
@@ -212,7 +212,7 @@ def simulate(fleet: Fleet, rounds: str = "quick", seed: int = 0,
     rng = np.random.default_rng(seed)
     main = schedule(fleet.entities, rounds, seed, fleet.leaves())
     planted = plant(fleet, rng, main)
-    pairs, judged = confirmation.locate_offline(
+    pairs, judged = retests.locate_offline(
         fleet.entities, main, lambda more: measure(fleet, planted, more, rng), fleet.level,
         spec.min_effect, spec.confirm, spec.follow_ups, leaves=fleet.leaves())
     named = {(s.kind, tuple(s.entities)) for s in judged.suspects

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from commbench.locate import attribution as locate
-from commbench.locate import confirmation
+from commbench.locate import confirmation, retests
 from commbench.locate import schedule as rounds_of
 from commbench.locate.attribution import PairResult
 from commbench.specs.locate import MinEffect
@@ -112,7 +112,7 @@ def offline(n, slow=None, links=None, congested=None, noise=0.03, seed=0, confir
                      seed + 101 * batch, rounds=rounds)
 
     names = [f"rank {e}" for e in range(n)]
-    return confirmation.locate_offline(n, rounds_of.circle_rounds(n), measure, "gpu",
+    return retests.locate_offline(n, rounds_of.circle_rounds(n), measure, "gpu",
                                        MinEffect() if min_effect is None else min_effect,
                                        confirm, 3, names)
 
@@ -122,7 +122,7 @@ def measured(n, slow=None, seed=0, main=None):
     main = fleet(n, slow=slow, seed=seed) if main is None else main
     pairs = list(main)
     for batch in range(3):
-        more = confirmation.next_rounds(n, pairs, "gpu", MinEffect(), 3)
+        more = retests.next_rounds(n, pairs, "gpu", MinEffect(), 3)
         if not more:
             break
         pairs += fleet(n, slow=slow, seed=seed + 5 + batch, rounds=more)
@@ -271,7 +271,7 @@ def test_a_candidate_below_the_min_effect_on_pooled_evidence_is_ok():
     p = pairs[i]
     pairs[i] = PairResult(p.round, p.a, p.b, p.busbw * 0.65, p.lat, p.lat_p99)
     for batch in range(3):
-        rounds = confirmation.next_rounds(6, pairs, "gpu", MinEffect(), 3)
+        rounds = retests.next_rounds(6, pairs, "gpu", MinEffect(), 3)
         if not rounds:
             break
         pairs = pairs + fleet(6, noise=0.1, seed=9 + batch, rounds=rounds)
@@ -280,7 +280,7 @@ def test_a_candidate_below_the_min_effect_on_pooled_evidence_is_ok():
     assert link.verdict == "ok" and link.confirmed[0] == 0 and link.confirmed[1] >= 3
     assert link not in judged.open
     assert not [s for s in judged.suspects if s.verdict.startswith("bad")]
-    later = confirmation.next_rounds(6, pairs, "gpu", MinEffect(), 3)
+    later = retests.next_rounds(6, pairs, "gpu", MinEffect(), 3)
     assert not [r for r in later if (0, 4) in r.pairs]
 
 
@@ -343,24 +343,24 @@ def test_no_good_partner_is_inconclusive():
     """Of two entities either may be the slow one: nobody is known good, so nothing is
     retested and the verdict is inconclusive."""
     pairs = fleet(3, slow={0: 0.5})
-    assert confirmation.next_rounds(3, pairs, "gpu", MinEffect(), 0) == []
+    assert retests.next_rounds(3, pairs, "gpu", MinEffect(), 0) == []
     judged = confirmation.judge(3, pairs, "gpu", MinEffect(), ["a", "b", "c"])
     assert [(s.entities, s.verdict) for s in judged.suspects] == [((0,), "inconclusive")]
     assert "not retested (no known-good partner)" in judged.suspects[0].evidence
-    assert confirmation.next_rounds(2, fleet(2, slow={0: 0.5}), "gpu", MinEffect(), 3) == []
+    assert retests.next_rounds(2, fleet(2, slow={0: 0.5}), "gpu", MinEffect(), 3) == []
 
 
 def test_every_entity_a_candidate_leaves_nobody_to_retest_with():
     scores = locate.attribute(3, fleet(3)).scores
     found = locate.Attribution(scores, [locate.Suspect("gpu", (e,), "busbw", 0.5, 1.0)
                                         for e in range(3)])
-    assert confirmation.good_partners(3, found) == []
-    assert confirmation.next_rounds(3, fleet(3, slow={0: 0.5}), "gpu", MinEffect(), 0) == []
+    assert retests.good_partners(3, found) == []
+    assert retests.next_rounds(3, fleet(3, slow={0: 0.5}), "gpu", MinEffect(), 0) == []
 
 
 def test_retests_use_distinct_good_partners_after_the_matrix():
     pairs = fleet(8, slow={3: 0.5})
-    rounds = confirmation.next_rounds(8, pairs, "gpu", MinEffect(), 3)
+    rounds = retests.next_rounds(8, pairs, "gpu", MinEffect(), 3)
     partners = {b if a == 3 else a for r in rounds for a, b in r.pairs if 3 in (a, b)}
     assert len(partners) == 3 and 3 not in partners
     assert rounds[0].index == 7 and {r.phase for r in rounds} == {"confirm"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from commbench.locate import attribution as locate
-from commbench.locate import confirmation
+from commbench.locate import confirmation, retests
 from commbench.locate import schedule as rounds_of
 from commbench.locate.attribution import PairResult
 from commbench.locate.noise import round_levels
@@ -34,7 +34,7 @@ def decide(n, matrix_links, retest_links, noise=0.05, seed=0, min_effect=None):
         return fleet(n, links=links, noise=noise, seed=seed + 101 * batch, rounds=rounds)
 
     names = [f"rank {e}" for e in range(n)]
-    return confirmation.locate_offline(n, rounds_of.circle_rounds(n), measure, "gpu",
+    return retests.locate_offline(n, rounds_of.circle_rounds(n), measure, "gpu",
                                        MinEffect() if min_effect is None else min_effect,
                                        3, 3, names)
 
@@ -94,7 +94,7 @@ def test_a_slow_ranks_pair_is_no_bad_link():
         return fleet(6, slow={2: 1 / 1.3}, noise=0.1, seed=3 + 101 * next(batches),
                      rounds=rounds)
 
-    _, judged = confirmation.locate_offline(6, rounds_of.circle_rounds(6), measure, "gpu",
+    _, judged = retests.locate_offline(6, rounds_of.circle_rounds(6), measure, "gpu",
                                             MinEffect(0.2, 0.2), 3, 3)
     assert [s for s in judged.suspects if s.kind == "link" and 2 in s.entities]
     assert bad(judged.suspects) in ([], [("gpu", (2,))])
@@ -196,8 +196,8 @@ def test_retests_between_half_the_line_and_the_line_go_on_in_a_small_fleet():
     small fleet such retests go on, up to one more batch than a large fleet gets; a large
     fleet settles them at two batches (at 512 nodes the extra batch cost 3 rounds a fleet
     and found nothing more)."""
-    assert confirmation.batches(6, 3) == 4 and confirmation.batches(16, 3) == 4
-    assert confirmation.batches(17, 3) == 3
+    assert retests.batches(6, 3) == 4 and retests.batches(16, 3) == 4
+    assert retests.batches(17, 3) == 3
     link = locate.Suspect("link", LINK, "busbw", 0.8, math.nan)
     line = MinEffect(0.3, 0.3)
     band = confirmation.Evidence((-0.3,), (-0.2, -0.25, -0.21, -0.23, -0.22, -0.3), 0.08)
@@ -223,7 +223,7 @@ def test_a_candidate_is_judged_in_every_metric_it_was_a_candidate_in(monkeypatch
             measured.append(p)
         return measured
 
-    pairs, judged = confirmation.locate_offline(6, rounds_of.schedule(6, "full"), measure, "gpu",
+    pairs, judged = retests.locate_offline(6, rounds_of.schedule(6, "full"), measure, "gpu",
                                                 MinEffect(0.3, 0.3), 3, 3)
     (link,) = [s for s in judged.suspects if s.entities == LINK]
     assert link.also and link.verdict == "bad link" and link.metric == "busbw", link.evidence

@@ -12,7 +12,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from commbench.locate import confirmation
+from commbench.locate import retests
 from commbench.locate import schedule as rounds_of
 from commbench.locate import simulate as sim
 from commbench.specs.locate import LocateSpec, MinEffect
@@ -41,7 +41,7 @@ def decide(leaves=LEAVES, slow=None, links=None, noise=0.05, seed=0, min_effect=
         return fleet(n, slow, links, None, noise, seed + 101 * next(batches), rounds=rounds)
 
     names = [f"node{e:02d}" for e in range(n)]
-    return confirmation.locate_offline(n, rounds_of.circle_rounds(n), measure, "node",
+    return retests.locate_offline(n, rounds_of.circle_rounds(n), measure, "node",
                                        min_effect or MinEffect(), 3, 3, names,
                                        leaves if topology else ())
 
@@ -95,7 +95,7 @@ def test_a_slow_inside_leaf_is_no_switch():
 def test_switch_retests_cross_its_uplink_to_known_good_leaves():
     n = len(LEAVES)
     main = fleet(n, links=uplink(LEAVES, "b", 1.5), noise=0.05)
-    rounds = confirmation.next_rounds(n, main, "node", MinEffect(), 3, LEAVES)
+    rounds = retests.next_rounds(n, main, "node", MinEffect(), 3, LEAVES)
     tests = [pair for r in rounds for pair in r.pairs
              if (pair[0] in BEHIND_B) != (pair[1] in BEHIND_B)]
     assert len(tests) == 3  # --confirm retests of the switch
