@@ -143,7 +143,7 @@ def _launch(spec: MeasureSpec, output: OutputSpec, placement) -> int:
 
 
 def _add_to_history(output: OutputSpec, path: Path, failed: bool) -> None:
-    """``--history``: the run goes into the store as it ended (SPEC §11)."""
+    """``--history``: the run goes into the store as it ended (docs/commands/history.md)."""
     if output.history:
         from commbench.history import add_ended_run
         from commbench.output.console import say

@@ -1,4 +1,5 @@
-"""replay: a recorded training step's communication, run again here and priced (SPEC §9).
+"""replay: a recorded training step's communication, run again here and priced
+(docs/commands/replay.md).
 
 The flow, as locate's: read and check the trace before anything starts (no such folder, not a
 trace, ranks that disagree on their calls, more ranks than the launch has, a --curves run that

@@ -307,9 +307,9 @@ def pair_noise(pairs: Sequence[PairResult], metric: str,
 
 
 def _flagged(scores: MetricScores, min_effect: Effect) -> set[int]:
-    """Candidates: at least --min-effect slower, whatever their z (SPEC §8, amended): on a
-    busy machine a real 1.4x link read z -2 in the matrix and was never retested; the z
-    comes from the pooled evidence (locate.confirmation)."""
+    """Candidates: at least --min-effect slower, whatever their z (docs/commands/locate.md,
+    "How it decides"): on a busy machine a real 1.4x link read z -2 in the matrix and was
+    never retested; the z comes from the pooled evidence (locate.confirmation)."""
     slow = limit(min_effect, scores.metric)
     return {e for e, s in scores.score.items() if s <= slow and s < 0}
 

@@ -1,6 +1,7 @@
 """locate's confirmation: candidates retested until their pooled evidence settles, then judged
-(SPEC §8, amended). Pure, like the attribution: pairs in, rounds to measure or verdicts out;
-the rank side (locate.rank) and the fleet simulator (locate.simulate) call the same functions.
+(docs/commands/locate.md, "How it decides"). Pure, like the attribution: pairs in, verdicts
+out (the retests' rounds: locate.retests); the rank side (locate.rank) and the fleet simulator
+(locate.simulate) call the same functions.
 
 Why pooled and sequential:
 

@@ -1,5 +1,6 @@
 """locate's entities: what a gpu, a node and a rail are in terms of ranks, and which rank
-pairs run when two entities meet (SPEC §8). Pure: host facts in, entities and rank pairs out.
+pairs run when two entities meet (docs/commands/locate.md, "Options"). Pure: host facts in,
+entities and rank pairs out.
 
 - gpu: each rank;
 - node: the local ranks of one node (the launcher's node rank where it says, else the host),
@@ -55,7 +56,7 @@ def node_keys(hosts: Sequence[dict]) -> list[tuple[str, str]]:
 
 
 def default_level(hosts: Sequence[dict]) -> str:
-    """gpu when all ranks share a node, node otherwise (SPEC §8)."""
+    """gpu when all ranks share a node, node otherwise (docs/commands/locate.md, --level)."""
     return "gpu" if len(set(node_keys(hosts))) <= 1 else "node"
 
 

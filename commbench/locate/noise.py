@@ -1,5 +1,6 @@
-"""The noise this locate run measured, and the --min-effect line drawn from it (SPEC §8,
-amended). Pure, like the attribution: pairs in, levels, a sigma and a line out.
+"""The noise this locate run measured, and the --min-effect line drawn from it
+(docs/commands/locate.md, "The min-effect line"). Pure, like the attribution: pairs in,
+levels, a sigma and a line out.
 
 - a round's normal level and one pair's noise (``round_levels``, ``run_noise``): what the
   confirmation compares a candidate with, and how sure its pooled effect is;

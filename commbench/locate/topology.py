@@ -1,4 +1,5 @@
-"""Where hosts sit: ``--topology FILE`` read into host -> leaf switch (-> spine) (SPEC §8).
+"""Where hosts sit: ``--topology FILE`` read into host -> leaf switch (-> spine)
+(docs/commands/locate.md, "Topology and the bad switch verdict").
 
 Two formats, told apart by the first line that says something (comments start with ``#``,
 blank lines are skipped):

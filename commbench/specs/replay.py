@@ -1,4 +1,5 @@
-"""replay's options as a frozen, torch-free spec: every default stated once (SPEC §9)."""
+"""replay's options as a frozen, torch-free spec: every default stated once
+(docs/commands/replay.md, "Options")."""
 
 from __future__ import annotations
 
