@@ -13,7 +13,7 @@ def as_external_rank(env, body):
     0 still finishes the folder; a failure names this rank."""
     import signal
 
-    from commbench.launch import pin_interfaces
+    from commbench.launch.environment import pin_interfaces
 
     def stopped(signum, frame):
         raise Interrupted("stopped by SIGTERM", exit_code=128 + signum)
