@@ -79,9 +79,11 @@ def summary_markdown(suspects: Sequence[dict], transient: Sequence[dict], head: 
                      entity_rows: Sequence[dict], meta: dict) -> str:
     """summary.md: the run, the suspects table, then every entity."""
     versions = meta.get("versions", {})
+    fleet = fleet_words(head)
+    world = "" if fleet.endswith(("rank", "ranks")) else f"{meta.get('world_size', '?')} ranks, "
     parts = ["# commbench locate", "",
-             f"{fleet_words(head)} on {meta.get('nnodes', '?')} node(s) "
-             f"({meta.get('world_size', '?')} ranks, {head['backend']}), {head['pairs']} pairs "
+             f"{fleet} on {meta.get('nnodes', '?')} node(s) "
+             f"({world}{head['backend']}), {head['pairs']} pairs "
              f"in {head['rounds']} rounds + {head['confirm_rounds']} confirmation round(s); "
              f"busbw: bidirectional p2p at {head['large']}, latency: at {head['small']}; "
              f"torch {versions.get('torch', '?')}, status **{meta.get('status', '?')}**.",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commbench.output.locate import console_lines
+from commbench.output.locate import console_lines, summary_markdown
 
 HEAD = {"entities": 4, "level": "gpu", "pairs": 12, "rounds": 6, "confirm_rounds": 0,
         "large": "256K", "small": "8", "min_effect": 0.3, "z_limit": 3.5, "measured_pairs": 12,
@@ -17,3 +17,11 @@ def test_a_cpu_runs_gpu_level_entities_are_its_ranks():
         "# locate: 4 gpu entities, 12 pairs")
     assert console_lines([], [], {**HEAD, "level": "node", "entities": 1,
                                   "backend": "gloo"})[0].startswith("# locate: 1 node entity,")
+
+
+def test_summary_names_the_ranks_once():
+    meta = {"nnodes": 1, "world_size": 4, "status": "complete"}
+    page = summary_markdown([], [], {**HEAD, "backend": "gloo"}, [], meta)
+    assert "4 ranks on 1 node(s) (gloo), 12 pairs" in page
+    page = summary_markdown([], [], {**HEAD, "backend": "nccl"}, [], meta)
+    assert "4 gpu entities on 1 node(s) (4 ranks, nccl), 12 pairs" in page
