@@ -274,6 +274,31 @@ def _interrupted(signum: int, frame) -> None:
 
 
 Explain = Callable[..., str]  # (exit_codes, store, world, last_words=) -> one line
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _handlers() -> dict:
+    """This process's SIGINT and SIGTERM handlers before the launch: torch's agent installs
+    its own (raising SignalException) and leaves them behind after the run."""
+    return {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+
+
+def _restore(handlers: dict) -> None:
+    """The handlers from before the launch, but a Ctrl-C already taken stays ignored."""
+    for sig, handler in handlers.items():
+        if sig == signal.SIGINT and signal.getsignal(sig) == signal.SIG_IGN:
+            continue
+        with contextlib.suppress(ValueError, TypeError):  # not the main thread; not Python's
+            signal.signal(sig, handler)
+
+
+def _finish_uninterrupted() -> None:
+    """After a Ctrl-C, a second one is ignored while the ranks stop (SHUTDOWN_GRACE_S at
+    most) and the command keeps what they measured: torch's handler raised it, in the middle
+    of that, as a traceback of ~30 lines and exit 1 (4 of 6 double Ctrl-Cs on 8ce6570).
+    SIGTERM and SIGKILL still end the process."""
+    with contextlib.suppress(ValueError):  # not the main thread
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_local(entry: Callable, args: tuple, *, nproc: int, timeout: float, cuda: bool,
@@ -323,16 +348,20 @@ def _run_agent(entry: Callable, args: tuple, nproc: int, cuda: bool, explain: Ex
     agent = _Agent(spec, logs_specs=DefaultLogsSpecs(log_dir=log_dir),
                    start_method="spawn" if cuda else "fork", watchdog=watchdog)
     copier = ranklogs.StderrCopier(files)
+    handlers = _handlers()
     try:
         result = agent.run()
     except SignalException as error:
+        _finish_uninterrupted()
         agent.stop()
         name = signal.Signals(error.sigval).name
         raise Interrupted(f"stopped by {name}", exit_code=128 + error.sigval) from None
     except KeyboardInterrupt:
+        _finish_uninterrupted()
         agent.stop()
         raise Interrupted("interrupted") from None
     finally:
+        _restore(handlers)
         copier.close()  # every rank has ended: what they wrote is in their logs
         last_words = files.last_lines()
         files.tidy()
