@@ -1,7 +1,7 @@
 """The per-rank sweep: every (backend, op, variant, size) of a MeasureSpec, measured, checked and
 turned into rows that rank 0 hands to the sink it was given.
 
-With ``--rounds N`` an op's sizes are visited in N interleaved rounds (engine.sampling.
+With ``--rounds N`` an op's sizes are visited in N interleaved rounds (measure.sampling.
 SizeRounds holds a size's state between visits) and its rows are handed over after the last
 round, with the check; with one round each size is measured, checked and handed over in turn.
 Every decision that ends a loop is taken from gathered data, the same on every rank.
@@ -29,7 +29,11 @@ from commbench.core.sizes import format_size
 from commbench.core.stats import combine_ranks
 from commbench.engine.failures import RankFailure, diagnosed
 from commbench.engine.faults import Injector
-from commbench.engine.sampling import (
+from commbench.engine.session import Groups, Session
+from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
+from commbench.measure.progress import Visits
+from commbench.measure.rows import RowContext, build_row, call_batch
+from commbench.measure.sampling import (
     Budget,
     Measurement,
     SizeRounds,
@@ -39,10 +43,6 @@ from commbench.engine.sampling import (
     visits_per_size,
     warm_up,
 )
-from commbench.engine.session import Groups, Session
-from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
-from commbench.measure.progress import Visits
-from commbench.measure.rows import RowContext, build_row, call_batch
 from commbench.results.schema import CUT_SHORT
 from commbench.specs.measure import MeasureSpec
 

@@ -53,8 +53,8 @@ from itertools import combinations
 import numpy as np
 
 from commbench import collectives
-from commbench.compare.launches import pooled_rows
 from commbench.core.errors import UsageError
+from commbench.results.launches import pooled_rows
 from commbench.results.schema import is_combined, op_label
 
 # The one rule on sizes, for model and estimate alike: a curve is fitted (and read outside
@@ -201,7 +201,7 @@ def measured_curves(rows: list[dict]) -> dict[CurveKey, tuple[np.ndarray, np.nda
     use) are skipped. Rows that differ in-place or not, in reduce op or in root are separate
     curves, as compare keeps them apart (an import of nccl-tests has both column groups);
     their keys say how they differ. The launches of a --repeat run are pooled first (the
-    median over all their samples, compare.launches), as compare and the plots pool them;
+    median over all their samples, results.launches), as compare and the plots pool them;
     rows that still share a key and a size are merged into the median of their medians.
     """
     rows = pooled_rows(rows)

@@ -70,8 +70,8 @@ class Row:
     msg_rate: float = 0.0
     rounds: int = 1  # interleaved rounds the size was measured in (--rounds)
     launch: int = 0  # which of the run's --repeat launches measured the row
-    # ps (collectives/ps.py): the roles, and the bytes each role moved in one step, as the
-    # implementation counted them while posting its sends and receives (0 = not counted)
+    # ps (collectives/ps/descriptor.py): the roles, and the bytes each role moved in one step,
+    # as the implementation counted them while posting its sends and receives (0 = not counted)
     workers: int = 0
     servers: int = 0
     partition_bytes: int = 0  # --partition: the largest message of a push or a pull
@@ -88,7 +88,7 @@ class Row:
     pull_wait_us: float = 0.0
     # ps (and its allreduce baseline): gradient bytes summed into the model per second, all
     # workers together, GB/s: W·n/t in sync and allreduce; in async W·n·steps_per_s less the
-    # rejected pushes' bytes (collectives/ps.py: reduced_gbps)
+    # rejected pushes' bytes (collectives/ps/formulas.py: reduced_gbps)
     reduced_gbps: float = 0.0
     beside: str = ""  # the op label of this launch's baseline rows it is shown beside (ps)
     # alltoallv (collectives/alltoallv.py): bytes of the busiest rank (the most any rank sends

@@ -32,7 +32,7 @@ DEFAULT_TIMEOUT = 300.0
 # and with bound ranks it gated cleanly in a quiet hour (0 of 60); in a noisy one launches
 # landed on levels 1.3x apart, so a CI gate adds --repeat 5 (README "Comparing in CI").
 DEFAULT_ROUNDS = 5
-ROUND_ORDERS = ("alternate", "shuffle")  # engine.sampling.round_order
+ROUND_ORDERS = ("alternate", "shuffle")  # measure.sampling.round_order
 BINDINGS = ("auto", "core", "none")  # engine.binding
 DEFAULT_REPEAT = 1
 
@@ -85,7 +85,7 @@ class MeasureSpec:
     per_group: bool = False  # a row per group as well as the combined row
     per_call: bool = False  # every call's time on every rank kept (results.calls), SPEC §12
     rounds: int = DEFAULT_ROUNDS  # interleaved passes over an op's sizes (measure.sweep)
-    order: str = "alternate"  # how a round visits the sizes (engine.sampling.round_order)
+    order: str = "alternate"  # how a round visits the sizes (measure.sampling.round_order)
     seed: int = 0  # the shuffle of --order shuffle, the same on every rank and launch
     repeat: int = DEFAULT_REPEAT  # independent launches into one folder (commands.measure)
     bind: str = "auto"  # each rank's measuring thread on a core of its own (engine.binding)
