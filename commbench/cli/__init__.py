@@ -140,7 +140,7 @@ def _flush_stdout() -> None:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        from commbench.output.console import to_devnull
+        from commbench.core.streams import to_devnull
 
         to_devnull(sys.stdout)
 

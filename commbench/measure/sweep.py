@@ -30,6 +30,7 @@ from commbench.core.stats import combine_ranks
 from commbench.engine.failures import RankFailure, diagnosed
 from commbench.engine.faults import Injector
 from commbench.engine.session import Groups, Session
+from commbench.engine.sinks import RowSink
 from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
 from commbench.measure.progress import Visits
 from commbench.measure.rows import RowContext, build_row, call_batch
@@ -115,7 +116,7 @@ class _Size:
 
 
 class Sweep:
-    def __init__(self, session: Session, spec: MeasureSpec, sink,
+    def __init__(self, session: Session, spec: MeasureSpec, sink: RowSink | None,
                  injector: Injector | None = None) -> None:
         self.session = session
         self.spec = spec

@@ -6,12 +6,12 @@ output.comparison.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 
 from commbench.core.percall import SPIKE_RATIO
 from commbench.core.sizes import format_size
+from commbench.core.streams import to_devnull
 from commbench.output.tables import Column, headers_of
 from commbench.results.schema import is_combined, op_label
 
@@ -56,16 +56,6 @@ def terminal_width() -> int | None:
     if not sys.stdout.isatty():
         return None
     return shutil.get_terminal_size().columns
-
-
-def to_devnull(stream) -> None:
-    """``stream``'s reader left (``| head -1``: EPIPE): what is still to be written goes to
-    /dev/null, so that the run finishes its folder instead of dying of it (SPEC §5)."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, stream.fileno())
-    finally:
-        os.close(devnull)
 
 
 def reader_left(folder: str) -> None:
