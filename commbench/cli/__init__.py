@@ -4,7 +4,7 @@ Typer only: ``measuring`` holds the options of the measuring commands and turns 
 MeasureSpec and an OutputSpec; ``tools`` the commands that read result folders (compare,
 report, model, estimate, import) and doctor. torch, pandas and matplotlib are imported inside
 the commands, so ``commbench --help`` and shell completion stay fast. Every default shown is
-read from the specs in config.py, where it is stated once.
+read from the specs in specs/, where it is stated once.
 """
 
 import os

@@ -1,6 +1,6 @@
 """``commbench model``: fit t = α + n/β per curve, write model.csv / model.json beside each run,
 redraw its latency plot with the fits dashed, print the segments; a ps run's curves also
-beside allreduce over the same workers, with the size where they cross (analysis/ps_model)."""
+beside allreduce over the same workers, with the size where they cross (model/ps.py)."""
 
 from __future__ import annotations
 

@@ -206,7 +206,8 @@ class Sweep:
         counts = self._fitting(op, ctx, device, counts_for(op, spec, groups.size))
         largest = op.layout(ctx, counts[-1]) if counts else None
         dtype = getattr(torch, spec.dtype)
-        # Allocated once for the largest size; every size is a view (SPEC §4).
+        # Allocated once for the largest size; every size is a view
+        # (docs/reference/metrics-and-formulas.md#memory).
         send = torch.empty(largest.send if largest else 0, dtype=dtype, device=device)
         recv = torch.empty(largest.recv if largest else 0, dtype=dtype, device=device)
         timer = self._timer(device, op)
@@ -275,8 +276,9 @@ class Sweep:
     def _emit_unchecked(self, op, ctx, where, sizes, states: dict, active) -> None:
         """The run is ending inside an op's rounds: rank 0 writes a row for every size that
         finished at least one round, from the block times it already holds (no collective:
-        a peer may be gone), unchecked and saying so, so every measured size is kept on
-        disk (SPEC §3). Its ``rounds`` column tells how many of the planned it had."""
+        a peer may be gone), unchecked and saying so, so every measured size is kept on disk
+        (docs/reference/exit-codes.md#when-something-goes-wrong-in-a-run). Its ``rounds`` column
+        tells how many of the planned it had."""
         if self.sink is None:
             return
         for size in sizes:

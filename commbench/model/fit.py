@@ -40,8 +40,9 @@ What a segment may claim (checked after the cuts are chosen)
     rms relative residual must stay under ``MAX_FLAT_RMS``. An unusable segment is kept (the
     table says "no usable fit" for its range) but never read by an estimate.
 
-Sizes are bytes per rank of the largest buffer (SPEC §2), times are µs, β is GB/s = 1e9 B/s, so
-t_us = α_us + n / (β_gbps · 1e3). Data in, data out: nothing here prints or imports torch.
+Sizes are bytes per rank of the largest buffer (docs/reference/metrics-and-formulas.md#sizes), times
+are µs, β is GB/s = 1e9 B/s, so t_us = α_us + n / (β_gbps · 1e3). Data in, data out: nothing here
+prints or imports torch.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""One results row per (op, backend, group layout, size): the columns of SPEC §5, then extras.
+"""One results row per (op, backend, group layout, size): the documented columns
+(docs/reference/results-layout.md#csv-columns), then extras.
 
 The Row dataclass is the schema: its field order is the CSV's column order, its annotations are
 the types the loader checks, and its defaults fill what older or imported rows lack.
@@ -17,7 +18,7 @@ CUT_SHORT = "off: the run ended before this size was checked"
 
 @dataclass
 class Row:
-    # ---- SPEC §5, in order ----------------------------------------------------------------
+    # ---- docs/reference/results-layout.md#csv-columns, in order ------------------------------
     op: str
     backend: str
     device: str
@@ -116,9 +117,9 @@ class Row:
         return asdict(self)
 
 
-_SPEC_LAST = "source"
+_LAST_DOCUMENTED = "source"
 _NAMES = [spec.name for spec in fields(Row)]
-COLUMNS = tuple(_NAMES[: _NAMES.index(_SPEC_LAST) + 1])
+COLUMNS = tuple(_NAMES[: _NAMES.index(_LAST_DOCUMENTED) + 1])
 RAW_COLUMNS = ("samples_us", "round_samples", "round_p50_us")
 EXTRA_COLUMNS = tuple(n for n in _NAMES[len(COLUMNS):] if n not in RAW_COLUMNS)
 # What makes two rows the same measurement (compare pairs rows on all of these).
