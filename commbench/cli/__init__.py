@@ -67,12 +67,19 @@ def _plain_metavars(command) -> None:
         _plain_metavars(sub)
 
 
+def click_command():
+    """The click command ``main`` runs, with the help users see: also read by
+    scripts/docs_options.py, which writes each docs/commands page's option table from it."""
+    command = typer.main.get_command(app)
+    _plain_metavars(command)
+    return command
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: every failure becomes one line on stderr and an exit code."""
     # c10d's C++ warnings (socket poll time-outs) would bury the one-line diagnosis.
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    command = typer.main.get_command(app)
-    _plain_metavars(command)
+    command = click_command()
     try:
         code = command.main(
             args=sys.argv[1:] if argv is None else argv,
