@@ -1,7 +1,8 @@
 """ps's numbers as formulas: the traffic per step each role should move, the gradient bytes
 reduced per second (sync and async), and which ranks are workers. Pure arithmetic, no torch:
-the rows' counted bytes are checked against ``traffic`` and the docs state it (docs/commands/
-ps.md), so it stays apart from the descriptor that does the counting.
+the tests check the rows' counted bytes against ``traffic`` and the manual states the same
+formulas (docs/commands/ps.md#traffic-per-step), so it stays apart from the descriptor that
+does the counting.
 """
 
 from __future__ import annotations
