@@ -1,4 +1,4 @@
-"""locate's figures (make bench, section "locate"; SPEC §8):
+"""locate's figures (make bench, section "locate"; docs/commands/locate.md):
 
 1. real clean runs (gloo, 6 and 8 local ranks, 8 B and 256K): how many name a suspect (target
    none), the pair noise the attribution itself reads from them, per metric, and what a round

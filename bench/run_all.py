@@ -82,7 +82,7 @@ FIDELITY_ROUNDS = 5  # both harnesses visit the sizes in this many rounds (commb
 
 def round_means(row: dict) -> list[float]:
     """Each round's mean time per call of a commbench row: a round's blocks have equal
-    iteration counts (engine.sampling.SizeRounds), so the mean of its samples is its loop
+    iteration counts (measure.sampling.SizeRounds), so the mean of its samples is its loop
     total over its iterations, as the hand-written loop's round_means_us."""
     samples, counts = row["samples_us"], row.get("round_samples") or [len(row["samples_us"])]
     starts = [sum(counts[:i]) for i in range(len(counts))]

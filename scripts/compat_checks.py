@@ -1,4 +1,5 @@
-"""The CPU suite that `make compat` runs inside each torch release's venv (SPEC §4).
+"""The CPU suite that `make compat` runs inside each torch release's venv
+(docs/project/supported-torch.md).
 
 Each test is one column of the release x check table. They drive the installed CLI as a user
 would, on gloo, and assert what a user relies on: rows that validated, exit codes, one-line

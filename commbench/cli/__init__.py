@@ -4,7 +4,7 @@ Typer only: ``measuring`` holds the options of the measuring commands and turns 
 MeasureSpec and an OutputSpec; ``tools`` the commands that read result folders (compare,
 report, model, estimate, import) and doctor. torch, pandas and matplotlib are imported inside
 the commands, so ``commbench --help`` and shell completion stay fast. Every default shown is
-read from the specs in config.py, where it is stated once.
+read from the specs in specs/, where it is stated once.
 """
 
 import os
@@ -67,12 +67,19 @@ def _plain_metavars(command) -> None:
         _plain_metavars(sub)
 
 
+def click_command():
+    """The click command ``main`` runs, with the help users see: also read by
+    scripts/docs_options.py, which writes each docs/commands page's option table from it."""
+    command = typer.main.get_command(app)
+    _plain_metavars(command)
+    return command
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: every failure becomes one line on stderr and an exit code."""
     # c10d's C++ warnings (socket poll time-outs) would bury the one-line diagnosis.
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    command = typer.main.get_command(app)
-    _plain_metavars(command)
+    command = click_command()
     try:
         code = command.main(
             args=sys.argv[1:] if argv is None else argv,
@@ -140,7 +147,7 @@ def _flush_stdout() -> None:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        from commbench.output.console import to_devnull
+        from commbench.core.streams import to_devnull
 
         to_devnull(sys.stdout)
 

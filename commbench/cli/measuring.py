@@ -237,7 +237,7 @@ _NCCL_TESTS_LEVELS = {"check_level": "check", "blocking_level": "blocking",
 
 
 def measure_specs(ops: tuple[str, ...], options: dict) -> tuple[MeasureSpec, OutputSpec]:
-    """The typed boundary: what the user typed, over the defaults stated in config.py."""
+    """The typed boundary: what the user typed, over the defaults stated in specs/measure.py."""
     measure: dict = {"ops": ops}
     output: dict = {"command_line": ("commbench", *sys.argv[1:])}
     for option, value in options.items():

@@ -49,7 +49,7 @@ def force(help: str = "Replace a folder named --name.") -> Any:  # noqa: A002
 
 
 def history_url() -> Any:
-    """``--history URL``: add the run to a history store when it ends (SPEC §11)."""
+    """``--history URL``: add the run to a history store when it ends (docs/commands/history.md)."""
     return typer.Option(None, "--history", help="Add the run to this history store when it "
                         "ends (a SQLAlchemy URL, e.g. sqlite:///results/history.db); partial "
                         "runs are stored as partial.")

@@ -40,7 +40,8 @@ def get(name: str) -> Collective:
 
 
 def row_name(name: str) -> str:
-    """The ``op`` column holds the command name with ``_`` for ``-`` (SPEC §2)."""
+    """The ``op`` column holds the command name with ``_`` for ``-``
+    (docs/reference/results-layout.md#csv-columns)."""
     return name.replace("-", "_")
 
 

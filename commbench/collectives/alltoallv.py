@@ -13,8 +13,8 @@ arrived (outputs start at 0, which no progression holds) is counted.
 
 busbw follows nccl-tests 2.19 (src/alltoallv.cu, AlltoAllvGetBw): bandwidth of the busiest
 rank's bytes, max over ranks of max(sent, received), times (n-1)/n. Here algbw stays size /
-time (the mean a rank sends, SPEC §4), so busbw = algbw x imbalance x (n-1)/n, the same
-number as nccl-tests' max_bytes / time x (n-1)/n.
+time (the mean a rank sends, docs/commands/alltoallv.md#metrics), so busbw = algbw x imbalance x
+(n-1)/n, the same number as nccl-tests' max_bytes / time x (n-1)/n.
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ so no rank's input is the result on a whole chunk. Data ops (allgather, broadcas
 each (source, chunk) its own arithmetic progression modulo a prime P.
 
 Fills and checks run in chunks of elements so that validation adds O(chunk) memory, not another
-buffer (SPEC §4). torch is imported inside the functions to keep ``commbench --help`` free of it.
+buffer (docs/reference/metrics-and-formulas.md#the-steps). torch is imported inside the functions to
+keep ``commbench --help`` free of it.
 """
 
 from __future__ import annotations

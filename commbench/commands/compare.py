@@ -23,6 +23,7 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
                 fail_on_regression: bool, markdown: str | None, json_rows: bool,
                 out: str | None, allow_partial: bool = False) -> int:
     from commbench.output import console as tables
+    from commbench.output.comparison import table_records
     from commbench.output.tables import Layout
     from commbench.results.locate import is_locate_run
 
@@ -35,7 +36,7 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
     notes = _notes(runs, result)
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
-    columns, rows = with_ratio_interval(*tables.table_records(result.frame, metric),
+    columns, rows = with_ratio_interval(*table_records(result.frame, metric),
                                         result.frame)
     summary = _summary(result, threshold, metric)
     if json_rows:

@@ -1,4 +1,5 @@
-"""``commbench history add / show / check / report / export`` (SPEC §11). Specs in, exit code out.
+"""``commbench history add / show / check / report / export`` (docs/commands/history.md).
+Specs in, exit code out.
 
 The store, the series and the change points are commbench.history's; this module reads what
 the user asked for, calls them, and hands plain data to the renderers in commbench.output

@@ -1,6 +1,6 @@
 """``commbench import nccl-tests|osu FILE``: another tool's output in, a results folder out;
 ``commbench import torch-profiler FILE_OR_DIR --out DIR``: profiler traces in, a trace folder
-(``rank-<r>.jsonl``, SPEC §9) out."""
+(``rank-<r>.jsonl``, docs/reference/trace-format.md) out."""
 
 from __future__ import annotations
 

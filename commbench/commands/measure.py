@@ -192,10 +192,10 @@ def finish(path: Path, status: str, error: str = ""):
     rows written as it was cut inside an op's rounds do not count.
     """
     from commbench import results
-    from commbench.compare.launches import pooled_run
     from commbench.measure.groups import slow_groups
     from commbench.output.console import say
     from commbench.output.files import write_run_files
+    from commbench.results.launches import pooled_run
 
     if status != "complete" and _all_rows_measured(path):
         status, error = "complete", ""
@@ -217,11 +217,11 @@ def _all_rows_measured(path: Path) -> bool:
 
 def _show(run, output: OutputSpec) -> int:
     """After the live table: what to distrust, where the files are, and the exit code."""
-    from commbench.compare.launches import pooled_rows
     from commbench.core.stats import UNSTABLE_ADVICE
     from commbench.measure.groups import slow_groups
     from commbench.output.console import say, to_devnull, unstable_notes
     from commbench.results import rows_frame
+    from commbench.results.launches import pooled_rows
 
     rows = pooled_rows(run.rows)  # --repeat: judged over every launch, one row per size
     wrong = sum(int(row.get("wrong", 0)) for row in rows)

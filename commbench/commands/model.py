@@ -1,6 +1,6 @@
 """``commbench model``: fit t = α + n/β per curve, write model.csv / model.json beside each run,
 redraw its latency plot with the fits dashed, print the segments; a ps run's curves also
-beside allreduce over the same workers, with the size where they cross (analysis/ps_model)."""
+beside allreduce over the same workers, with the size where they cross (model/ps.py)."""
 
 from __future__ import annotations
 
@@ -55,9 +55,9 @@ def run_model(paths: list[str], json_out: bool) -> int:
 def _write(run, fits, pairs) -> dict:
     """model.csv, model.json and the latency plot with the fits, beside the run; a ps
     curve's busbw equivalent uses the factor its rows were measured with (max(1, W/S))."""
-    from commbench.compare.launches import pooled_rows
     from commbench.model.fit import COLUMNS, fit_lines, segment_records
     from commbench.output.plots import latency, series_label
+    from commbench.results.launches import pooled_rows
 
     records = segment_records(fits)
     factors = {(p.ps.key.op, p.ps.key.pattern, p.ps.key.backend, p.ps.key.group_size,

@@ -1,5 +1,5 @@
 """``commbench record [--out DIR] -- CMD ARGS...``: run the user's job unchanged and keep the
-communication every rank issued, as ``DIR/rank-<r>.jsonl`` (SPEC §9).
+communication every rank issued, as ``DIR/rank-<r>.jsonl`` (docs/reference/trace-format.md).
 
 The command is started as it is (python, torchrun, a script that spawns its ranks), with
 ``commbench/record/boot`` first on PYTHONPATH: its sitecustomize starts the recorder in every

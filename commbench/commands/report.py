@@ -6,15 +6,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from commbench.compare.launches import pooled_run
 from commbench.compare.runs import compare_runs, incomplete_runs
 from commbench.core.errors import EXIT_OK, UsageError
 from commbench.results import JSONL, Run, folder_kind, load_run, read_meta
+from commbench.results.launches import pooled_run
 from commbench.results.locate import is_locate_run
 
 
 def run_report(paths: list[str], out: str) -> int:
-    from commbench.output.console import table_records
+    from commbench.output.comparison import table_records
     from commbench.output.report import write_report
 
     folder = Path(out)

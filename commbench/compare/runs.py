@@ -17,19 +17,19 @@ pattern, backend, dtype, reduce op, in-place, device, root, rank-time, mesh, dim
 group, peers, world size, size). Rows of the same op and size that differ in the rest are kept
 apart and named; sizes one side lacks are named; a partial or failed run is named. Rows of
 several launches of one run (``--repeat``) are pooled into one before pairing
-(compare.launches, which the report, model and a run's own summary and plots share).
+(results.launches, which the report, model and a run's own summary and plots share).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from commbench.compare.launches import plain as _plain
-from commbench.compare.launches import pool_launches
 from commbench.core.errors import UsageError
 from commbench.core.sizes import format_size, parse_size
 from commbench.core.stats import Nested, ratio_interval
 from commbench.results import Run, meta_value
+from commbench.results.launches import plain as _plain
+from commbench.results.launches import pool_launches
 from commbench.results.schema import IDENTITY_COLUMNS, KEY_COLUMNS, op_label
 
 METRICS = ("lat_us_p50", "busbw_gbps")

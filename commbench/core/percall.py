@@ -27,7 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SPIKE_RATIO = 1.5  # a spike: a call over 1.5x the size's median call (SPEC §12)
+# a spike: a call over 1.5x the size's median call
+# (docs/reference/metrics-and-formulas.md#per-call-timing-per-call)
+SPIKE_RATIO = 1.5
 STRAGGLER_SHARE = 0.5  # the others waited at least half a median call: a spike's worth
 
 

@@ -5,8 +5,7 @@ join, describe the hosts, hand rank 0's sink the run's metadata, report a failur
 (where the local launcher reads it), close the sink and the session whatever happened. One
 copy here means a fix to that life (a failure reported, a sink always closed) lands in all.
 
-The sinks are ``Protocol``s: the engine says what it calls, each command builds its own (files,
-``--json`` lines, a live bar) without the engine importing any of them.
+The sinks rank 0 reports to are the ``Protocol``s of engine/sinks.py.
 """
 
 from __future__ import annotations
@@ -14,51 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from commbench.engine import facts
 from commbench.engine.failures import RankFailure
 from commbench.engine.session import Session
+from commbench.engine.sinks import RunSink
 from commbench.results import now
-
-
-class RunSink(Protocol):
-    """What every command's rank-0 sink takes: the run's metadata once, then the end."""
-
-    def begin(self, meta: dict, *args: Any) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class RowSink(RunSink, Protocol):
-    """A sweep's sink: rows as they are measured, and the live position and progress."""
-
-    def row(self, record: dict) -> None: ...
-
-    def position(self, where: str) -> None: ...
-
-    def progress(self, done: int, total: int) -> None: ...
-
-    def note(self, text: str) -> None: ...
-
-    def update(self, fields: dict) -> None: ...
-
-    def calls(self, batch: Any) -> None:
-        """--per-call: one size's calls on every rank (a results.calls.CallBatch)."""
-
-
-class PairSink(RunSink, Protocol):
-    """locate's sink: one record per pair measured."""
-
-    def pair(self, record: dict) -> None: ...
-
-    def planned(self, rounds: int, pairs: int) -> None: ...
-
-
-class ReplaySink(RunSink, Protocol):
-    """replay's sink: every rank's results, once."""
-
-    def results(self, records: list[dict]) -> None: ...
 
 
 @dataclass
@@ -66,7 +27,7 @@ class Rank:
     """This rank's session, and the sink when it is rank 0 (None on every other rank)."""
 
     session: Session
-    sink: Any
+    sink: RunSink | None
 
     def begin(self, backends: Sequence[str], config: dict, *args: Any, **meta: Any) -> None:
         """Hand rank 0's sink what run.json says as the run starts (no-op on other ranks);
@@ -76,7 +37,7 @@ class Rank:
 
 
 @contextmanager
-def rank(env, timeout: float, backends: Sequence[str], cuda: bool, sink: Any = None,
+def rank(env, timeout: float, backends: Sequence[str], cuda: bool, sink: RunSink | None = None,
          bind: str = "auto") -> Iterator[Rank]:
     """Join the run as the rank ``env`` describes, for the ``with`` body's work.
 

@@ -1,4 +1,5 @@
-"""history: every run in one store, series across runs, change points found (SPEC §11).
+"""history: every run in one store, series across runs, change points found
+(docs/commands/history.md).
 
 ``store`` is the database (SQLAlchemy Core, schema versioned), ``ingest`` reads run folders,
 ``series`` follows one quantity across runs, ``changepoints`` is the pure detection, and

@@ -56,7 +56,8 @@ class RunLabels:
 
     @property
     def usable(self) -> bool:
-        """Only a complete run may be a baseline (SPEC §11): a partial one is kept and shown."""
+        """Only a complete run may be a baseline (docs/commands/history.md#check): a partial one is
+        kept and shown."""
         return self.status == "complete"
 
 

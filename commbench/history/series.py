@@ -2,9 +2,9 @@
 
 A series is one (op, size, backend, dtype, world size, mesh dim, variant, cluster and, for
 alltoallv, routing and split matrix) of the sweeps, valued by its median latency, or one entity of
-the locate runs of a cluster, valued by its busbw ratio to the fleet (SPEC §11). Every run is kept
-in the series for showing; only the complete ones are analysed, so a partial run is never a
-baseline.
+the locate runs of a cluster, valued by its busbw ratio to the fleet (docs/commands/history.md#add).
+Every run is kept in the series for showing; only the complete ones are analysed, so a partial run
+is never a baseline.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from commbench.core.stats import (
     rounds_interval,
     summarize,
 )
-from commbench.engine.sampling import Measurement
+from commbench.measure.sampling import Measurement
 from commbench.results.calls import CallBatch
 from commbench.results.schema import Row
 

@@ -1,7 +1,7 @@
 """The per-rank sweep: every (backend, op, variant, size) of a MeasureSpec, measured, checked and
 turned into rows that rank 0 hands to the sink it was given.
 
-With ``--rounds N`` an op's sizes are visited in N interleaved rounds (engine.sampling.
+With ``--rounds N`` an op's sizes are visited in N interleaved rounds (measure.sampling.
 SizeRounds holds a size's state between visits) and its rows are handed over after the last
 round, with the check; with one round each size is measured, checked and handed over in turn.
 Every decision that ends a loop is taken from gathered data, the same on every rank.
@@ -29,7 +29,12 @@ from commbench.core.sizes import format_size
 from commbench.core.stats import combine_ranks
 from commbench.engine.failures import RankFailure, diagnosed
 from commbench.engine.faults import Injector
-from commbench.engine.sampling import (
+from commbench.engine.session import Groups, Session
+from commbench.engine.sinks import RowSink
+from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
+from commbench.measure.progress import Visits
+from commbench.measure.rows import RowContext, build_row, call_batch
+from commbench.measure.sampling import (
     Budget,
     Measurement,
     SizeRounds,
@@ -39,10 +44,6 @@ from commbench.engine.sampling import (
     visits_per_size,
     warm_up,
 )
-from commbench.engine.session import Groups, Session
-from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
-from commbench.measure.progress import Visits
-from commbench.measure.rows import RowContext, build_row, call_batch
 from commbench.results.schema import CUT_SHORT
 from commbench.specs.measure import MeasureSpec
 
@@ -115,7 +116,7 @@ class _Size:
 
 
 class Sweep:
-    def __init__(self, session: Session, spec: MeasureSpec, sink,
+    def __init__(self, session: Session, spec: MeasureSpec, sink: RowSink | None,
                  injector: Injector | None = None) -> None:
         self.session = session
         self.spec = spec
@@ -205,7 +206,8 @@ class Sweep:
         counts = self._fitting(op, ctx, device, counts_for(op, spec, groups.size))
         largest = op.layout(ctx, counts[-1]) if counts else None
         dtype = getattr(torch, spec.dtype)
-        # Allocated once for the largest size; every size is a view (SPEC §4).
+        # Allocated once for the largest size; every size is a view
+        # (docs/reference/metrics-and-formulas.md#memory).
         send = torch.empty(largest.send if largest else 0, dtype=dtype, device=device)
         recv = torch.empty(largest.recv if largest else 0, dtype=dtype, device=device)
         timer = self._timer(device, op)
@@ -274,8 +276,9 @@ class Sweep:
     def _emit_unchecked(self, op, ctx, where, sizes, states: dict, active) -> None:
         """The run is ending inside an op's rounds: rank 0 writes a row for every size that
         finished at least one round, from the block times it already holds (no collective:
-        a peer may be gone), unchecked and saying so, so every measured size is kept on
-        disk (SPEC §3). Its ``rounds`` column tells how many of the planned it had."""
+        a peer may be gone), unchecked and saying so, so every measured size is kept on disk
+        (docs/reference/exit-codes.md#when-something-goes-wrong-in-a-run). Its ``rounds`` column
+        tells how many of the planned it had."""
         if self.sink is None:
             return
         for size in sizes:

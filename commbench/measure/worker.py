@@ -13,11 +13,12 @@ import resource
 from commbench.engine import scaffold
 from commbench.engine.faults import Injector
 from commbench.engine.session import Session
+from commbench.engine.sinks import RowSink
 from commbench.measure.sweep import Sweep
 from commbench.specs.measure import MeasureSpec
 
 
-def run_rank(env, spec: MeasureSpec, sink=None) -> None:
+def run_rank(env, spec: MeasureSpec, sink: RowSink | None = None) -> None:
     """Measure ``spec`` as the rank ``env`` describes (rank 0 hands the rows to ``sink``).
 
     A failure is reported to the store (where the local launcher reads it) and raised as a

@@ -14,10 +14,11 @@ which are also the pipeline's micro-batches). Per rank:
     layers on a stage    L_s = L / pp
     activation bytes     A = mb · s · h · b           (one TP collective / one p2p message)
 
-Sizes follow commbench's convention (SPEC §2): the largest buffer a rank holds, so the curve of
-the row with that ``size_bytes`` is the right one to read: allreduce -> the buffer; allgather ->
-the gathered output (N_unit · b, not the shard a rank sends); reduce-scatter -> the input (the
-full gradient bucket, not the shard a rank keeps); p2p -> the message.
+Sizes follow commbench's convention (docs/reference/metrics-and-formulas.md#sizes): the largest
+buffer a rank holds, so the curve of the row with that ``size_bytes`` is the right one to read:
+allreduce -> the buffer; allgather -> the gathered output (N_unit · b, not the shard a rank sends);
+reduce-scatter -> the input (the full gradient bucket, not the shard a rank keeps); p2p -> the
+message.
 
 Terms (each is ``calls`` calls of one collective at one size):
 

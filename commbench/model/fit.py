@@ -40,8 +40,9 @@ What a segment may claim (checked after the cuts are chosen)
     rms relative residual must stay under ``MAX_FLAT_RMS``. An unusable segment is kept (the
     table says "no usable fit" for its range) but never read by an estimate.
 
-Sizes are bytes per rank of the largest buffer (SPEC §2), times are µs, β is GB/s = 1e9 B/s, so
-t_us = α_us + n / (β_gbps · 1e3). Data in, data out: nothing here prints or imports torch.
+Sizes are bytes per rank of the largest buffer (docs/reference/metrics-and-formulas.md#sizes), times
+are µs, β is GB/s = 1e9 B/s, so t_us = α_us + n / (β_gbps · 1e3). Data in, data out: nothing here
+prints or imports torch.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ from itertools import combinations
 import numpy as np
 
 from commbench import collectives
-from commbench.compare.launches import pooled_rows
 from commbench.core.errors import UsageError
+from commbench.results.launches import pooled_rows
 from commbench.results.schema import is_combined, op_label
 
 # The one rule on sizes, for model and estimate alike: a curve is fitted (and read outside
@@ -201,7 +202,7 @@ def measured_curves(rows: list[dict]) -> dict[CurveKey, tuple[np.ndarray, np.nda
     use) are skipped. Rows that differ in-place or not, in reduce op or in root are separate
     curves, as compare keeps them apart (an import of nccl-tests has both column groups);
     their keys say how they differ. The launches of a --repeat run are pooled first (the
-    median over all their samples, compare.launches), as compare and the plots pool them;
+    median over all their samples, results.launches), as compare and the plots pool them;
     rows that still share a key and a size are merged into the median of their medians.
     """
     rows = pooled_rows(rows)

@@ -1,14 +1,14 @@
 """ps beside allreduce in α–β terms: where a parameter server and allreduce over the same
 workers take equal time (the crossover size).
 
-The PS curve (SPEC §10, issue 21): one sync step is a push and a pull, two message latencies,
-plus the bytes of the busiest link, the larger of a worker's n and a server's W·n/S, plus the
-servers' sums (each adds W shards of n/S bytes):
+The PS curve (docs/commands/model.md#ps-runs, issue 21): one sync step is a push and a pull, two
+message latencies, plus the bytes of the busiest link, the larger of a worker's n and a server's
+W·n/S, plus the servers' sums (each adds W shards of n/S bytes):
 
     t_ps(n) = 2α + max(n, W·n/S) / β + (W·n/S) / σ
 
 For one run W and S are fixed, so both byte terms are n times a constant, and the rows fit the
-line t = a + n·b of analysis/model.py, with its segments: α = a/2, and the byte term read as a
+line t = a + n·b of model/fit.py, with its segments: α = a/2, and the byte term read as a
 link bandwidth, β = max(1, W/S) / b. Where W ≥ S both byte terms grow as W·n/S, so no set of
 rows of one W and S can tell the wire from the sums apart: the β printed is the combined rate,
 1/β + (1/σ)·(W/S)/max(1, W/S) = 1/β_printed, the servers' summation inside it (say so

@@ -3,16 +3,16 @@ the calls a job really made would cost on the cluster that measured RUN, instead
 idealised model of ``model.estimate``.
 
 Each call is read on RUN's curve of its op, at its size (``Call.size_bytes``: the largest
-buffer a rank holds, SPEC §2, so an allgather is read at its gathered output and a
-reduce-scatter at its input), for groups of its group's size, the way ``estimate`` reads a
-term (``model.curves.RunCurves``): the median where the run measured that size
-("measured"), log-log interpolation between its sizes ("interpolated"), the α–β fit outside
-them ("model fit (extrapolated)"), and a projection per ring step where the run measured
-another group size ("projected"). Rows of a mesh dimension whose groups have the call's size
-are preferred; else the whole world's. send and recv read the run's p2p rows (pingpong first:
-the one-way time of one message); a barrier reads the run's barrier rows (median of their
-medians, no size). A call the run cannot price (an op it did not measure, a size outside a
-curve too short to fit) is left out of the sums with a note naming what to measure.
+buffer a rank holds, docs/reference/metrics-and-formulas.md#sizes, so an allgather is read at its
+gathered output and a reduce-scatter at its input), for groups of its group's size, the way
+``estimate`` reads a term (``model.curves.RunCurves``): the median where the run measured that size
+("measured"), log-log interpolation between its sizes ("interpolated"), the α–β fit outside them
+("model fit (extrapolated)"), and a projection per ring step where the run measured another group
+size ("projected"). Rows of a mesh dimension whose groups have the call's size are preferred; else
+the whole world's. send and recv read the run's p2p rows (pingpong first: the one-way time of one
+message); a barrier reads the run's barrier rows (median of their medians, no size). A call the run
+cannot price (an op it did not measure, a size outside a curve too short to fit) is left out of the
+sums with a note naming what to measure.
 
 The steps priced by default are the trace's steps as ``results.trace.step_split`` decides
 them, the rule replay shares: step 0's set-up traffic and the tail after the last step end

@@ -64,9 +64,9 @@ def side_by_side(records: list[dict]) -> list[tuple[str, list[list[str]]]]:
     return list(tables.items())
 
 
-# What an asynchronous run did besides its time (SPEC §10): steps per second over the workers,
-# the time a pull waited for its shard's version, the largest lag a push was accepted at
-# (against --staleness; unbounded reads "none") and the pushes the bound turned away.
+# What an asynchronous run did besides its time (docs/commands/ps.md#example): steps per second over
+# the workers, the time a pull waited for its shard's version, the largest lag a push was accepted
+# at (against --staleness; unbounded reads "none") and the pushes the bound turned away.
 ASYNC_COLUMNS = [
     Column("size", "B", width=7),
     Column("backend", width=7, drop=2, left=True),

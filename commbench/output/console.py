@@ -1,16 +1,17 @@
 """Tables for people: the sweep table in the nccl-tests spirit (printed live, row by row, or as
-Markdown in summary.md and the report) and the compare table, from the same cells, so what a
-terminal shows is what a PR gets.
+Markdown in summary.md and the report), from the same cells, so what a terminal shows is what a
+PR gets; and the console itself (width, rich console, one-line notes). The compare table is
+output.comparison.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 
 from commbench.core.percall import SPIKE_RATIO
 from commbench.core.sizes import format_size
+from commbench.core.streams import to_devnull
 from commbench.output.tables import Column, headers_of
 from commbench.results.schema import is_combined, op_label
 
@@ -55,16 +56,6 @@ def terminal_width() -> int | None:
     if not sys.stdout.isatty():
         return None
     return shutil.get_terminal_size().columns
-
-
-def to_devnull(stream) -> None:
-    """``stream``'s reader left (``| head -1``: EPIPE): what is still to be written goes to
-    /dev/null, so that the run finishes its folder instead of dying of it (SPEC §5)."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, stream.fileno())
-    finally:
-        os.close(devnull)
 
 
 def reader_left(folder: str) -> None:
@@ -160,15 +151,15 @@ def timing_note(record: dict) -> str:
     the op has them (-o max, -r 1), and what time and p99 mean (they differ)."""
     tail = "single calls" if record.get("tail") == "call" else "blocks"
     what = [str(record["dtype"])] if record.get("size_bytes") and record.get("dtype") else []
-    if _given(record.get("reduce_op")):
+    if given(record.get("reduce_op")):
         what.append(f"op {record['reduce_op']}")
-    if _given(record.get("root")):
+    if given(record.get("root")):
         what.append(f"root {int(record['root'])}")
     source = record.get("source") or "commbench"
     if source != "commbench" and int(record.get("samples") or 1) <= 1:
         # An import: the tool printed one average per size, and maybe a tail.
         tool = IMPORTED_TOOLS.get(source, source)
-        p99 = ("p99 as printed" if _given(record.get("lat_us_p99")) else
+        p99 = ("p99 as printed" if given(record.get("lat_us_p99")) else
                f"no p99 ({tool} printed none)")
         whose = f"{tool}'" if tool.endswith("s") else f"{tool}'s"
         return ", ".join([*what, f"time = {whose} average over its iterations, rank-time "
@@ -182,7 +173,7 @@ def timing_note(record: dict) -> str:
 IMPORTED_TOOLS = {"osu": "OSU", "nccl-tests": "nccl-tests"}
 
 
-def _given(value) -> bool:
+def given(value) -> bool:
     """A field the op has: not None, '', or NaN (pandas' missing value)."""
     return value is not None and value == value and value != ""
 
@@ -231,7 +222,7 @@ def sweep_row(record: dict, per_group: bool, several: bool, reference: float | N
 def is_routed(record: dict) -> bool:
     """Whether a row names a split matrix (alltoallv: ``split_id``, "unknown" in an import that
     could not know it): its table shows the imbalance columns."""
-    return _given(record.get("split_id"))
+    return given(record.get("split_id"))
 
 
 def routed_cells(record: dict) -> list[str]:
@@ -361,70 +352,6 @@ def unstable_notes(frame) -> list[str]:
             f"{'' if is_combined(row) else ' group ' + group_text(row)} "
             f"{size_text(row['size_bytes'])}: {row['unstable']}"
             for row in flagged.to_dict("records")]
-
-
-# ---- compare --------------------------------------------------------------------------------
-
-def compare_columns(metric: str) -> list[Column]:
-    """On a narrow terminal the decoration goes first (the candidate's name, the backend, the
-    baseline's interval), then the new run's interval; what a verdict rests on (ratio,
-    verdict, the unstable mark, the delta) stays."""
-    unit = "us" if metric.startswith("lat") else "GB/s"
-    return [
-        Column("op", width=9, left=True),
-        Column("backend", width=7, drop=5, left=True),
-        Column("size", width=5),
-        Column("baseline", unit),
-        Column("95% CI", "us", drop=4),
-        Column("new", unit),
-        Column("95% CI", "us", drop=3),
-        Column("ratio", width=5),
-        Column("delta", "us", drop=1),
-        Column("verdict", width=7, left=True),
-        Column("", left=True),  # 'unstable': the reason a verdict is noisy
-        Column("candidate", drop=6, left=True),
-    ]
-
-
-def table_records(frame, metric: str) -> tuple[list[Column], list[list[str]]]:
-    """Columns and formatted cells of a comparison, shared by the console, Markdown and HTML."""
-    digits = 3 if metric == "busbw_gbps" else 1
-    rows = []
-    for record in frame.to_dict("records"):
-        op = op_label(record["op"], record.get("pattern"))
-        if record.get("dim"):
-            op += f" [{record['dim']}]"
-        rows.append([
-            op,
-            str(record["backend"]),
-            size_text(record["size_bytes"]),
-            f"{record['baseline']:.{digits}f}",
-            _interval(record["ci_lo_base"], record["ci_hi_base"]),
-            f"{record['new']:.{digits}f}",
-            _interval(record["ci_lo_new"], record["ci_hi_new"]),
-            f"{record['ratio']:.2f}x",
-            f"{record['delta_us']:+.1f}",
-            record["verdict"],
-            record["note"],
-            str(record["candidate"]),
-        ])
-    columns = compare_columns(metric)
-    if "group" in frame and frame["group"].notna().any():
-        # --per-group runs: a row per group and the combined one ('all'), which without the
-        # column look like one row repeated.
-        at = [c.name for c in columns].index("size") + 1
-        columns.insert(at, Column("group", width=5))  # essential here
-        rows = [[*row[:at], group_text(record), *row[at:]]
-                for row, record in zip(rows, frame.to_dict("records"), strict=True)]
-    return columns, rows
-
-
-def _interval(lo, hi) -> str:
-    """'12.1-13.4', or '-' where a row has no interval: an import's single printed average
-    (stored as lo = hi, the point itself), or none at all."""
-    if not (_given(lo) and _given(hi)) or lo == hi:
-        return "-"
-    return f"{lo:.1f}-{hi:.1f}"
 
 
 def dry_run_lines(plan, spec, world: int, launcher: str, itemsize: int) -> list[str]:

@@ -1,5 +1,5 @@
 """`commbench model`'s PS section: the PS fit in the issue's terms beside allreduce's fit over
-the same workers, and the crossover size (analysis/ps_model.py), as console lines."""
+the same workers, and the crossover size (model/ps.py), as console lines."""
 
 from __future__ import annotations
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 
+from commbench.engine.sinks import RowSink
 
-class Sinks:
+
+class Sinks(RowSink):
     """Several sinks behind one: each call goes to every sink, in order."""
 
     def __init__(self, *sinks) -> None:
@@ -46,7 +48,7 @@ class Sinks:
             sink.close()
 
 
-class _Quiet:
+class _Quiet(RowSink):
     """A sink that ignores what it is not about."""
 
     def begin(self, meta: dict, planned: int) -> None:

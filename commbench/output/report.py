@@ -3,8 +3,8 @@
 The HTML embeds its plots as data URIs and loads nothing from anywhere, so it can be attached
 to a ticket or archived as a CI artefact. It opens with the verdicts against the first run,
 coloured; every value that comes from a user or a machine (run names, host names,
-environment, command lines) is HTML-escaped. A locate run (SPEC §8) has no rows: its section
-is the suspects table, what did not reproduce, and its two heatmaps.
+environment, command lines) is HTML-escaped. A locate run (docs/commands/locate.md) has no rows: its
+section is the suspects table, what did not reproduce, and its two heatmaps.
 """
 
 from __future__ import annotations

@@ -202,9 +202,9 @@ class Binder:
 
 
 def _count(op, call: Call, world: int) -> int:
-    """Elements of the group's largest buffer (SPEC §2), from what this rank handed in and got
-    back: a rank outside a gather's or scatter's root holds only its chunk, so the group's
-    largest buffer is that chunk times the group."""
+    """Elements of the group's largest buffer (docs/reference/metrics-and-formulas.md#sizes), from
+    what this rank handed in and got back: a rank outside a gather's or scatter's root holds only
+    its chunk, so the group's largest buffer is that chunk times the group."""
     largest = max(call.in_numel, call.out_numel)
     if op.splits and min(call.in_numel, call.out_numel) == 0:
         return largest * world

@@ -1,4 +1,5 @@
-"""What a replay reports (SPEC §9): the figures from what the ranks measured.
+"""What a replay reports (docs/commands/replay.md#json-output-and-files): the figures from what the
+ranks measured.
 
 Per op and dtype and per rank: bytes (commbench's size, the largest buffer) and calls per
 replayed step, for an all-to-all also the bytes a rank sends and receives (its split sizes:
@@ -28,8 +29,9 @@ from commbench.core.sizes import format_size
 from commbench.replay.plan import Price, ReplayPlan, calls_by_seq
 from commbench.results.trace import Call, Trace, moves_per_peer
 
-# SPEC §9's keys of an op, in its order (the extra keys follow)
-SPEC_KEYS = ("op", "dtype", "bytes", "calls", "in_situ_s", "replayed_s", "model_s")
+# An op's first keys, in their order (the extra keys follow):
+# docs/commands/replay.md#json-output-and-files
+OP_KEYS = ("op", "dtype", "bytes", "calls", "in_situ_s", "replayed_s", "model_s")
 # what a step moves, recorded and replayed (the replay must match the trace exactly)
 COUNTS = ("bytes", "calls", "replayed_bytes", "replayed_calls", "sent_bytes",
           "received_bytes", "replayed_sent_bytes", "replayed_received_bytes")
@@ -207,7 +209,7 @@ def summarise(trace: Trace, plan: ReplayPlan, results: dict[int, RankResult],
         row["steps_with_calls"] = sorted({s for m in mine for s in m["steps_with_calls"]})
         row["untimed_calls"] = sum(m["untimed"] for m in mine)
         row["model_source"] = ", ".join(sorted({m["model_source"] for m in mine}))
-        ops.append({**{key: row[key] for key in SPEC_KEYS}, **row})
+        ops.append({**{key: row[key] for key in OP_KEYS}, **row})
     # A step's model leaves out what could not be priced (the notes say so); its in situ
     # time is only known where the recording timed some call.
     totals: dict[str, list] = {"in_situ_s": [], "replayed_s": [], "model_s": []}

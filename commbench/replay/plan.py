@@ -1,4 +1,4 @@
-"""What a replay runs and what it reports (SPEC §9), as pure functions over a trace.
+"""What a replay runs and what it reports (docs/commands/replay.md), as pure functions over a trace.
 
 The plan
     ``select_steps``: which recorded steps are replayed, in order. By default the trace's

@@ -42,6 +42,7 @@ from commbench.engine import scaffold
 from commbench.engine.failures import RankFailure, diagnosed
 from commbench.engine.faults import Injector
 from commbench.engine.session import Session
+from commbench.engine.sinks import ReplaySink
 from commbench.replay.calls import Binder, Bound
 from commbench.results.trace import Call, Trace
 
@@ -62,7 +63,7 @@ class ReplayJob:
     config: dict = field(default_factory=dict)  # the command's options, for run.json
 
 
-def run_replay_rank(env, job: ReplayJob, sink=None) -> None:
+def run_replay_rank(env, job: ReplayJob, sink: ReplaySink | None = None) -> None:
     """Replay ``job`` as the rank ``env`` describes; rank 0 hands the results to ``sink``."""
     with scaffold.rank(env, job.timeout, (job.backend,), job.device == "cuda", sink) as this:
         session = this.session

@@ -1,4 +1,5 @@
-"""The calls file of a ``--per-call`` run: every call's time on every rank (SPEC §12).
+"""The calls file of a ``--per-call`` run: every call's time on every rank
+(docs/reference/results-layout.md#callsparquet-callsjsonl-per-call).
 
 One record per call per rank: ``op, pattern, backend, dim, inplace, size_bytes, launch, round,
 call, rank, time_us, late_us``. ``round`` is the interleaved round (--rounds) the call was timed

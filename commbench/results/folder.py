@@ -326,7 +326,8 @@ def meta_value(meta: dict, keys: tuple[str, ...]):
 
 
 def rows_frame(rows: list[dict]):
-    """Rows as a DataFrame with the CSV columns in SPEC order (raw samples dropped)."""
+    """Rows as a DataFrame with the CSV columns in their documented order
+    (docs/reference/results-layout.md#csv-columns; raw samples dropped)."""
     import pandas as pd
 
     frame = pd.DataFrame(rows)

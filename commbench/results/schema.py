@@ -1,4 +1,5 @@
-"""One results row per (op, backend, group layout, size): the columns of SPEC §5, then extras.
+"""One results row per (op, backend, group layout, size): the documented columns
+(docs/reference/results-layout.md#csv-columns), then extras.
 
 The Row dataclass is the schema: its field order is the CSV's column order, its annotations are
 the types the loader checks, and its defaults fill what older or imported rows lack.
@@ -17,7 +18,7 @@ CUT_SHORT = "off: the run ended before this size was checked"
 
 @dataclass
 class Row:
-    # ---- SPEC §5, in order ----------------------------------------------------------------
+    # ---- docs/reference/results-layout.md#csv-columns, in order ------------------------------
     op: str
     backend: str
     device: str
@@ -70,8 +71,8 @@ class Row:
     msg_rate: float = 0.0
     rounds: int = 1  # interleaved rounds the size was measured in (--rounds)
     launch: int = 0  # which of the run's --repeat launches measured the row
-    # ps (collectives/ps.py): the roles, and the bytes each role moved in one step, as the
-    # implementation counted them while posting its sends and receives (0 = not counted)
+    # ps (collectives/ps/descriptor.py): the roles, and the bytes each role moved in one step,
+    # as the implementation counted them while posting its sends and receives (0 = not counted)
     workers: int = 0
     servers: int = 0
     partition_bytes: int = 0  # --partition: the largest message of a push or a pull
@@ -88,7 +89,7 @@ class Row:
     pull_wait_us: float = 0.0
     # ps (and its allreduce baseline): gradient bytes summed into the model per second, all
     # workers together, GB/s: W·n/t in sync and allreduce; in async W·n·steps_per_s less the
-    # rejected pushes' bytes (collectives/ps.py: reduced_gbps)
+    # rejected pushes' bytes (collectives/ps/formulas.py: reduced_gbps)
     reduced_gbps: float = 0.0
     beside: str = ""  # the op label of this launch's baseline rows it is shown beside (ps)
     # alltoallv (collectives/alltoallv.py): bytes of the busiest rank (the most any rank sends
@@ -116,9 +117,9 @@ class Row:
         return asdict(self)
 
 
-_SPEC_LAST = "source"
+_LAST_DOCUMENTED = "source"
 _NAMES = [spec.name for spec in fields(Row)]
-COLUMNS = tuple(_NAMES[: _NAMES.index(_SPEC_LAST) + 1])
+COLUMNS = tuple(_NAMES[: _NAMES.index(_LAST_DOCUMENTED) + 1])
 RAW_COLUMNS = ("samples_us", "round_samples", "round_p50_us")
 EXTRA_COLUMNS = tuple(n for n in _NAMES[len(COLUMNS):] if n not in RAW_COLUMNS)
 # What makes two rows the same measurement (compare pairs rows on all of these).

@@ -1,4 +1,5 @@
-"""The trace of a training job's communication (SPEC §9): one ``rank-<r>.jsonl`` per rank.
+"""The trace of a training job's communication (docs/reference/trace-format.md): one
+``rank-<r>.jsonl`` per rank.
 
 Line 1 is the header::
 
@@ -159,8 +160,9 @@ class Call:
 
     @property
     def size_bytes(self) -> int:
-        """The size commbench's curves are indexed by (SPEC §2: the largest buffer a rank
-        holds): an allgather's gathered output, a reduce-scatter's full input."""
+        """The size commbench's curves are indexed by (the largest buffer a rank holds,
+        docs/reference/metrics-and-formulas.md#sizes): an allgather's gathered output, a
+        reduce-scatter's full input."""
         return max(self.in_numel, self.out_numel) * self.itemsize
 
     @property

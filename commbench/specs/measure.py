@@ -32,7 +32,7 @@ DEFAULT_TIMEOUT = 300.0
 # and with bound ranks it gated cleanly in a quiet hour (0 of 60); in a noisy one launches
 # landed on levels 1.3x apart, so a CI gate adds --repeat 5 (README "Comparing in CI").
 DEFAULT_ROUNDS = 5
-ROUND_ORDERS = ("alternate", "shuffle")  # engine.sampling.round_order
+ROUND_ORDERS = ("alternate", "shuffle")  # measure.sampling.round_order
 BINDINGS = ("auto", "core", "none")  # engine.binding
 DEFAULT_REPEAT = 1
 
@@ -83,9 +83,11 @@ class MeasureSpec:
     dims: tuple[str, ...] = ()  # mesh dimensions measured in turn; ("all",) = every one
     split: str = ""  # nccl-tests' NCCL_TESTS_SPLIT, "mod:8" ...; becomes a mesh and a dim
     per_group: bool = False  # a row per group as well as the combined row
-    per_call: bool = False  # every call's time on every rank kept (results.calls), SPEC §12
+    # every call's time on every rank kept (results.calls), as
+    # docs/reference/metrics-and-formulas.md#per-call-timing-per-call says
+    per_call: bool = False
     rounds: int = DEFAULT_ROUNDS  # interleaved passes over an op's sizes (measure.sweep)
-    order: str = "alternate"  # how a round visits the sizes (engine.sampling.round_order)
+    order: str = "alternate"  # how a round visits the sizes (measure.sampling.round_order)
     seed: int = 0  # the shuffle of --order shuffle, the same on every rank and launch
     repeat: int = DEFAULT_REPEAT  # independent launches into one folder (commands.measure)
     bind: str = "auto"  # each rank's measuring thread on a core of its own (engine.binding)
@@ -112,7 +114,8 @@ class OutputSpec:
     json_rows: bool = False
     quiet: bool = False
     dry_run: bool = False  # print the plan of the sweep, launch nothing
-    history: str | None = None  # a history store's URL: the run is added when it ends (SPEC §11)
+    # a history store's URL: the run is added when it ends (docs/commands/history.md)
+    history: str | None = None
     command_line: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -340,7 +343,8 @@ def resolve_layout(spec: MeasureSpec, world: int) -> MeasureSpec:
 
 
 def validate(config: MeasureSpec, world: int) -> None:
-    """Refuse what cannot run, before any process starts (SPEC §7: exit 2, one line)."""
+    """Refuse what cannot run, before any process starts (exit 2, one line:
+    docs/reference/exit-codes.md#bad-input)."""
     if config.dtype not in DTYPES:
         raise UsageError(f"unknown dtype {config.dtype!r} (choose from {', '.join(DTYPES)})")
     if config.reduce_op not in REDUCE_OPS:

@@ -1,4 +1,5 @@
-"""A rank that dies, hangs or raises ends the run in bounded time, with rows kept (SPEC §3, §7).
+"""A rank that dies, hangs or raises ends the run in bounded time, with rows kept
+(docs/reference/exit-codes.md).
 
 Real processes, real signals: the victim's pid comes from run.json, written before any row.
 """
@@ -190,7 +191,8 @@ def test_killing_the_launcher_takes_its_ranks_along(tmp_path):
 
 def test_a_failure_inside_the_rounds_keeps_every_size_measured_so_far(tmp_path):
     """Default --rounds: an op's rows come at its end, so a failure in its first round must
-    still leave the sizes that round measured on disk, marked unchecked (SPEC §3)."""
+    still leave the sizes that round measured on disk, marked unchecked
+    (docs/reference/exit-codes.md#when-something-goes-wrong-in-a-run)."""
     out = tmp_path / "results"
     done = subprocess.run(
         [sys.executable, "-m", "commbench", "allreduce", "--sizes", "8-1K", "--min-time", "0.2",

@@ -1,6 +1,6 @@
-"""torch.profiler traces in, commbench traces out (SPEC §9): the chrome-trace JSON that
-``torch.profiler.profile(...).export_chrome_trace(path)`` writes, one file per rank, becomes
-``rank-<r>.jsonl`` in the trace format of ``commbench.results.trace``, so ``replay`` and
+"""torch.profiler traces in, commbench traces out (docs/reference/trace-format.md): the chrome-trace
+JSON that ``torch.profiler.profile(...).export_chrome_trace(path)`` writes, one file per rank,
+becomes ``rank-<r>.jsonl`` in the trace format of ``commbench.results.trace``, so ``replay`` and
 ``estimate --trace`` read a profiled job as they read a recorded one.
 
 Where the calls come from, in order of preference:

@@ -21,7 +21,8 @@ TORCH_FREE = ("commbench.model.estimate", "commbench.model.fit", "commbench.mode
               "commbench.results", "commbench.results.trace", "commbench.results.locate",
               "commbench.specs.measure", "commbench.specs.locate", "commbench.specs.replay",
               "commbench.specs.estimate", "commbench.history", "commbench.output.console",
-              "commbench.record", "commbench.cli")
+              "commbench.output.comparison", "commbench.output.live", "commbench.engine.sinks",
+              "commbench.results.launches", "commbench.record", "commbench.cli")
 
 
 @pytest.mark.parametrize("module", TORCH_FREE)
@@ -34,9 +35,24 @@ def test_loading_the_package_loads_no_torch(module):
     assert done.stdout.strip() == "[]", f"{module} loaded torch: {done.stdout.strip()[:200]}"
 
 
+# One planted edge per rule the contracts state, each caught by one contract only: the layers
+# (the engine importing a command), the capabilities' independence (`|`: the sweep importing
+# locate, which `:` allowed), only commands import output (the CLI importing a table), and the
+# in-job shim's light imports (the recorder's helpers importing pandas).
+PLANTED = [
+    ("engine/binding.py", "from commbench.commands import measure",
+     "commbench.engine.binding -> commbench.commands.measure"),
+    ("measure/groups.py", "from commbench.locate import fleet",
+     "commbench.measure.groups -> commbench.locate.fleet"),
+    ("cli/options.py", "from commbench.output import tables",
+     "commbench.cli.options -> commbench.output.tables"),
+    ("record/calls.py", "import pandas", "commbench.record.calls -> pandas"),
+]
+
+
 def test_the_import_contracts_hold_and_catch_a_back_edge(tmp_path):
-    """lint-imports passes on the tree, and fails on a copy with one planted back-edge (the
-    engine importing a command), so the contracts are not vacuous."""
+    """lint-imports passes on the tree, and fails on a copy with planted edges, naming each
+    one, so no contract is vacuous."""
     lint = Path(sys.executable).with_name("lint-imports")
     if not lint.exists():
         pytest.skip("import-linter is not installed in this environment")
@@ -49,12 +65,15 @@ def test_the_import_contracts_hold_and_catch_a_back_edge(tmp_path):
     shutil.copytree(ROOT / "commbench", copy / "commbench",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    planted = copy / "commbench" / "engine" / "binding.py"
-    planted.write_text(planted.read_text() + "\nfrom commbench.commands import measure  # noqa\n")
+    for module, line, _ in PLANTED:
+        planted = copy / "commbench" / module
+        planted.write_text(planted.read_text() + f"\n{line}  # noqa\n")
     broken = subprocess.run([str(lint)], capture_output=True, text=True, cwd=copy, timeout=300,
                             env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
     assert broken.returncode != 0
-    assert "commbench.engine.binding -> commbench.commands.measure" in broken.stdout
+    report = " ".join(broken.stdout.split())  # lint-imports wraps long lines
+    missed = [chain for _, _, chain in PLANTED if chain not in report]
+    assert missed == [], f"no contract caught {missed}:\n{broken.stdout[-3000:]}"
 
 
 def test_no_module_imports_itself_through_others():
@@ -112,3 +131,23 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
                 if len(component) > 1:
                     found.append(sorted(component))
     return found
+
+
+LIGHT = {"commbench.cli": "from commbench.cli import main\ntry: main(['--help'])\n"
+                          "except SystemExit: pass",
+         "commbench.record.recorder": "import commbench.record.recorder",
+         "commbench.record.boot.sitecustomize": "import commbench.record.boot.sitecustomize"}
+
+
+@pytest.mark.parametrize("module", LIGHT)
+def test_the_cli_and_the_in_job_shim_load_no_rich_pandas_or_matplotlib(module):
+    """What the forbidden contract cannot see (it allows the CLI's lazy route through a
+    command): a process that loads the CLI (and prints --help), or the shim inside a user's
+    job, loads none of them."""
+    probe = (f"import sys\n{LIGHT[module]}\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('rich', 'pandas', 'matplotlib')))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]", f"{module}: {done.stdout[-300:]}"

@@ -1,4 +1,5 @@
-"""Bad input: one line on stderr, exit code 2, no traceback, nothing written (SPEC §7)."""
+"""Bad input: one line on stderr, exit code 2, no traceback, nothing written
+(docs/reference/exit-codes.md#bad-input)."""
 
 import pytest
 

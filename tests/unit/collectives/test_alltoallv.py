@@ -52,8 +52,8 @@ def test_rows_carry_the_busiest_rank_and_busbw_as_nccl_tests_2_19():
 def test_the_engine_takes_the_columns_from_the_descriptor():
     import numpy as np
 
-    from commbench.engine.sampling import Measurement
     from commbench.measure.rows import RowContext, build_row
+    from commbench.measure.sampling import Measurement
 
     where = RowContext(backend="gloo", device="cpu", nnodes=1, dtype="float32", itemsize=4,
                        root=0)

@@ -259,7 +259,7 @@ def test_the_baseline_rows_are_allreduce_over_the_workers():
     assert ps.COLLECTIVE.variants((), (("mode", "sync"), ("baseline", False))) == ("sync",)
 
 
-# ---- bad input: one line, exit 2, nothing launched (SPEC §7) ----------------------------------
+# ---- bad input: one line, exit 2, nothing launched (docs/reference/exit-codes.md#bad-input) ------
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--servers", "2", "--nproc", "2"], "leaves no worker"),

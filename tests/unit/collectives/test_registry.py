@@ -9,7 +9,8 @@ from commbench import collectives
 from commbench.collectives import data
 from commbench.collectives.base import OpContext
 
-# busbw factor for n = 1..8 (nccl-tests doc/PERFORMANCE.md; gather/scatter and p2p from SPEC §4).
+# busbw factor for n = 1..8 (nccl-tests doc/PERFORMANCE.md; gather/scatter and p2p:
+# docs/reference/metrics-and-formulas.md#the-columns).
 FACTORS = {
     "allreduce": [0, 1, 4 / 3, 1.5, 1.6, 5 / 3, 12 / 7, 1.75],
     "allgather": [0, 0.5, 2 / 3, 0.75, 0.8, 5 / 6, 6 / 7, 0.875],

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from commbench.compare.launches import pooled_rows
 from commbench.model.fit import measured_curves
 from commbench.results import load_run, rows_frame
+from commbench.results.launches import pooled_rows
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "repeat"
 SIZES = [8, 1024, 65536, 1048576]

@@ -1,4 +1,5 @@
-"""Size grammar (SPEC §2): examples, parse/format round trips, and every rejection."""
+"""Size grammar (docs/reference/options.md, --sizes): examples, parse/format round trips, and every
+rejection."""
 
 import pytest
 from hypothesis import given

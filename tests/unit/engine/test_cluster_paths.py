@@ -14,12 +14,12 @@ import pytest
 from commbench import collectives
 from commbench.collectives.base import Buffers, OpContext
 from commbench.engine.failures import RankFailure
-from commbench.engine.sampling import Measurement
 from commbench.engine.session import pick_device, shared_gpu
 from commbench.engine.timers import CudaEventTimer, CudaGraphTimer
 from commbench.launch import environment as launch_env
 from commbench.launch.environment import RankEnv, hostnames
 from commbench.measure.rows import RowContext, build_row
+from commbench.measure.sampling import Measurement
 
 
 class FakeCuda:

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from commbench.engine import sampling as m
+from commbench.measure import sampling as m
 
 
 class OneRank:

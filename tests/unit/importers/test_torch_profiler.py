@@ -1,4 +1,5 @@
-"""``commbench import torch-profiler``: profiler traces -> the trace format (SPEC §9).
+"""``commbench import torch-profiler``: profiler traces -> the trace format
+(docs/reference/trace-format.md).
 
 tests/fixtures/profiler/gloo/ is REAL: two gloo ranks run under torch.profiler by
 tests/fixtures/profiler/make_gloo_traces.py (torch 2.13, CPU). tests/fixtures/profiler/

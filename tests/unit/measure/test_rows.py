@@ -5,8 +5,8 @@ import numpy as np
 
 from commbench import collectives
 from commbench.collectives.base import OpContext
-from commbench.engine.sampling import Measurement
 from commbench.measure.rows import RowContext, build_row, call_batch
+from commbench.measure.sampling import Measurement
 
 WHERE = RowContext("gloo", "cpu", 1, "float32", 4, 0)
 

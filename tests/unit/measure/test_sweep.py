@@ -8,9 +8,9 @@ import pytest
 from commbench import collectives
 from commbench.collectives.base import OpContext
 from commbench.core.stats import median_ci, rounds_interval
-from commbench.engine import sampling as m
-from commbench.engine.sampling import round_order
+from commbench.measure import sampling as m
 from commbench.measure.rows import RowContext, build_row
+from commbench.measure.sampling import round_order
 
 
 class OneRank:
@@ -94,7 +94,7 @@ def test_every_process_draws_the_same_shuffle():
     import subprocess
     import sys
 
-    code = ("from commbench.engine.sampling import round_order; "
+    code = ("from commbench.measure.sampling import round_order; "
             "print([round_order(16, i, 'shuffle', 7) for i in range(3)])")
     seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True, env={**os.environ, "PYTHONHASHSEED": salt}).stdout

@@ -94,8 +94,8 @@ def test_an_allgather_reads_its_gathered_size_and_a_mesh_dims_rows_are_measured(
                                    p50("model-mesh", "allreduce", 1048576, "dp"),
                                    p50("model-mesh", "allreduce", 1048576)])
     assert {ln.source for ln in priced.lines} == {"measured"}
-    # Size = the largest buffer (SPEC §2): an allgather of 256 elements per rank into 512 is
-    # read at 512 x 4 B = 2 KiB.
+    # Size = the largest buffer (docs/reference/metrics-and-formulas.md#sizes): an allgather of 256
+    # elements per rank into 512 is read at 512 x 4 B = 2 KiB.
     gather = Call(seq=0, pg="0", op="allgather", dtype="float32", in_numel=256, out_numel=512)
     assert gather.size_bytes == 2048
 

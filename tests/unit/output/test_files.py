@@ -103,7 +103,7 @@ def test_imported_rows_are_labelled_averages_and_show_no_statistic_the_tool_did_
 
 
 def test_compare_shows_no_interval_where_a_row_has_none():
-    from commbench.output.console import _interval
+    from commbench.output.comparison import _interval
 
     assert _interval(float("nan"), float("nan")) == "-"
     assert _interval(50.0, 50.0) == "-"  # an import's printed point, no interval
@@ -145,7 +145,7 @@ def test_compare_at_80_columns_keeps_what_a_verdict_rests_on(capsys, monkeypatch
 
 def test_per_group_rows_compared_get_a_group_column(tmp_path):
     from commbench.compare.runs import compare_runs
-    from commbench.output.console import table_records
+    from commbench.output.comparison import table_records
 
     source = FIXTURES / "base"
     rows = [json.loads(line) for line in (source / "results.jsonl").read_text().splitlines()]
