@@ -261,16 +261,24 @@ def _stop_behind(error: BaseException) -> int | None:
 
 
 def _stopped(signum: int, frame) -> None:
+    _stopping()
     raise Interrupted(f"stopped by {signal.Signals(signum).name}", exit_code=128 + signum)
 
 
 def _interrupted(signum: int, frame) -> None:
     """Ctrl-C (it reaches every rank: one process group) interrupts the rank once, as
-    Python's default does; a second one is ignored, so that the rank's clean-up is not cut
-    into (a second Ctrl-C in Session.close()'s pause raised again inside it). The agent's
-    SIGTERM, then SIGKILL after SHUTDOWN_GRACE_S, still bound it."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    Python's default does."""
+    _stopping()
     raise KeyboardInterrupt
+
+
+def _stopping() -> None:
+    """One stop per rank: once SIGINT or SIGTERM stopped it, later ones are ignored, so that
+    its clean-up is not cut into (a second Ctrl-C in Session.close()'s pause, or the agent's
+    SIGTERM inside a weakref callback, raised again there and printed a traceback). The
+    agent's SIGKILL after SHUTDOWN_GRACE_S still bounds it."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 Explain = Callable[..., str]  # (exit_codes, store, world, last_words=) -> one line
