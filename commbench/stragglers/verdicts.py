@@ -1,0 +1,252 @@
+"""Per-rank figures and the verdict rule (docs/commands/stragglers.md, "The rule").
+
+``RULE`` is the rule in words, printed with every verdict. The numbers behind it:
+
+- a rank's lateness in a step is the most it was late in any of the step's calls (a slow
+  forward delays every bucket of a DDP step alike; a rank late only before a step's first
+  call is late there only);
+- the noise floor is drawn from the run itself, from every rank but the latest one (the rank
+  with the largest median step lateness, so a culprit does not widen the noise it is judged
+  against): their median step lateness plus ``K`` x the MAD (scaled to a standard deviation,
+  x 1.4826), and never less than ``MIN_FLOOR_S`` above the median (the clock's and the
+  recorder's own resolution);
+- a rank is late in a step when its step lateness is above the floor; ``culprit`` when it is
+  late in at least half of the steps (and at least 2); ``transient`` when it is not, but late
+  in ``MIN_RUN`` or more consecutive steps (the longest such run is named, k..m); else ``ok``.
+  A clean job's ranks exceed a 5-sigma floor in scattered steps at most, which neither rule
+  names.
+
+Limits: the floor assumes fewer than half the ranks are late (the median must be a clean
+rank's); a step's lateness needs the step's calls to be matched on every member.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from commbench.results.trace import Trace, step_split
+from commbench.stragglers.lateness import Late, clock_of, lateness
+from commbench.stragglers.matching import Missing, match
+
+K = 5.0
+MAD_TO_SIGMA = 1.4826
+MIN_FLOOR_S = 100e-6
+MIN_RUN = 3
+CULPRIT, TRANSIENT, OK = "culprit", "transient", "ok"
+RULE = (f"a rank is late in a step when its largest lateness there exceeds the noise floor "
+        f"(the other ranks' median step lateness + max({K:g} x 1.4826 x MAD, "
+        f"{MIN_FLOOR_S * 1e6:.0f} us)); culprit: late in at least half the steps (>= 2); "
+        f"transient: late in {MIN_RUN}+ consecutive steps only; ok: neither")
+
+
+@dataclass
+class RankResult:
+    """One rank's figures and verdict."""
+
+    rank: int
+    host: str
+    verdict: str = OK
+    calls: int = 0
+    last_share: float = 0.0
+    lateness_p50_s: float = 0.0
+    lateness_p95_s: float = 0.0
+    caused_s_per_step: float = 0.0
+    late_steps: list[int] = field(default_factory=list)
+    steps: tuple[int, int] | None = None  # a transient's (or culprit's) first and last step
+    evidence: str = ""
+    by_op: dict[str, dict] = field(default_factory=dict)
+    by_group: dict[str, dict] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "host": self.host, "verdict": self.verdict,
+                "calls": self.calls, "last_share": round(self.last_share, 4),
+                "lateness_p50_s": self.lateness_p50_s, "lateness_p95_s": self.lateness_p95_s,
+                "caused_s_per_step": self.caused_s_per_step,
+                "steps": list(self.steps) if self.steps else None,
+                "late_steps": self.late_steps, "evidence": self.evidence,
+                "by_op": self.by_op, "by_group": self.by_group}
+
+
+@dataclass
+class Analysis:
+    """What ``analyse`` found: the figures per rank, the step lateness matrix (rank x step,
+    seconds, the heatmap), the floor and the clocks that applied."""
+
+    world_size: int
+    ranks: list[RankResult]
+    steps: list[int]
+    calls: int
+    unmeasured: int
+    clock: str
+    clock_by_hosts: dict[str, str]
+    floor_s: float
+    noise_median_s: float
+    noise_mad_s: float
+    step_lateness: dict[int, dict[int, float]]
+    missing: list[Missing]
+    hosts: dict[str, dict] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def named(self) -> list[RankResult]:
+        return [r for r in self.ranks if r.verdict != OK]
+
+    @property
+    def exit_code(self) -> int:
+        """0 nobody late beyond the noise; 1 a culprit, a transient or a missing rank."""
+        return 1 if self.named or self.missing else 0
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile by linear interpolation (numpy's default), 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    at = (len(ordered) - 1) * q
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def noise_floor(step_lateness: dict[int, dict[int, float]]) -> tuple[float, float, float]:
+    """(floor, median, MAD) from every rank's step lateness but the latest rank's."""
+    medians = {rank: quantile(list(cells.values()), 0.5)
+               for rank, cells in step_lateness.items() if cells}
+    if not medians:
+        return MIN_FLOOR_S, 0.0, 0.0
+    latest = max(medians, key=lambda r: (medians[r], -r))
+    sample = [v for rank, cells in step_lateness.items() if rank != latest or len(medians) == 1
+              for v in cells.values()]
+    median = quantile(sample, 0.5)
+    mad = quantile([abs(v - median) for v in sample], 0.5)
+    return median + max(K * MAD_TO_SIGMA * mad, MIN_FLOOR_S), median, mad
+
+
+def longest_run(steps: list[int], late: set[int]) -> list[int]:
+    """The longest run of consecutive analysed steps that are all late."""
+    best: list[int] = []
+    run: list[int] = []
+    for step in steps:
+        run = [*run, step] if step in late else []
+        if len(run) > len(best):
+            best = run
+    return best
+
+
+def _union_s(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, -math.inf
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+def analyse(trace: Trace, steps: tuple[int, int] | None = None,
+            group: str | None = None) -> Analysis:
+    """The whole analysis of a trace; ``steps`` (first, last) and ``group`` narrow it."""
+    matched, missing = match(trace)
+    if group is not None:
+        matched = [m for m in matched if m.group == group]
+        missing = [m for m in missing if m.group == group]
+    split = step_split(trace)
+    counted = set(split.steps) or set(trace.steps())
+    if steps is not None:
+        counted = {s for s in trace.steps() if steps[0] <= s <= steps[1]}
+    hosts = {rank: str(rt.header.get("host", "")) for rank, rt in trace.ranks.items()}
+    clocks = {rank: str(rt.header.get("clock", "")) for rank, rt in trace.ranks.items()}
+    lates: list[Late] = []
+    unmeasured = 0
+    for call in matched:
+        if call.step not in counted:
+            continue
+        late = lateness(call, hosts, clocks)
+        if late is None:
+            unmeasured += 1
+        else:
+            lates.append(late)
+    analysed = sorted({late.call.step for late in lates})
+    step_lateness: dict[int, dict[int, float]] = {rank: {} for rank in sorted(trace.ranks)}
+    per_rank: dict[int, list[float]] = defaultdict(list)
+    last_count: dict[int, int] = defaultdict(int)
+    held: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    unplaced: dict[int, dict[int, float]] = defaultdict(dict)
+    by: dict[tuple[int, str, str], list[tuple[float, bool]]] = defaultdict(list)
+    by_hosts: dict[str, set[str]] = defaultdict(set)
+    for late in lates:
+        last = late.last
+        by_hosts["-".join(late.hosts)].add(late.clock)
+        for rank, value in late.late_s.items():
+            cells = step_lateness[rank]
+            cells[late.call.step] = max(cells.get(late.call.step, 0.0), value)
+            per_rank[rank].append(value)
+            last_count[rank] += rank == last
+            by[(rank, "op", late.call.op)].append((value, rank == last))
+            by[(rank, "group", late.call.group)].append((value, rank == last))
+        if last is not None and late.held_s > 0:
+            arrival = late.call.arrivals[last].issue_ns
+            if arrival is None:  # no timeline to tell overlapping calls: the step's
+                # largest hold, a lower bound (docs/commands/stragglers.md)
+                step = late.call.step
+                unplaced[last][step] = max(unplaced[last].get(step, 0.0), late.held_s)
+            else:  # on the late rank's own clock, so overlapping (async) calls count once
+                held[last].append((arrival / 1e9 - late.held_s, arrival / 1e9))
+    floor, median, mad = noise_floor(step_lateness)
+    results = []
+    for rank in sorted(trace.ranks):
+        values = per_rank.get(rank, [])
+        late_steps = sorted(s for s, v in step_lateness[rank].items() if v > floor)
+        result = RankResult(rank, hosts[rank], calls=len(values),
+                            last_share=last_count[rank] / len(values) if values else 0.0,
+                            lateness_p50_s=quantile(values, 0.5),
+                            lateness_p95_s=quantile(values, 0.95),
+                            caused_s_per_step=((_union_s(held[rank]) + sum(unplaced[rank].values()))
+                                               / len(analysed)
+                                               if analysed else 0.0),
+                            late_steps=late_steps)
+        for kind in ("op", "group"):
+            target = result.by_op if kind == "op" else result.by_group
+            for (who, what, name), pairs in sorted(by.items()):
+                if who == rank and what == kind:
+                    target[name] = {"calls": len(pairs),
+                                    "last_share": round(sum(p[1] for p in pairs) / len(pairs), 4),
+                                    "lateness_p50_s": quantile([p[0] for p in pairs], 0.5)}
+        _judge(result, analysed, floor)
+        results.append(result)
+    hosts_summary: dict[str, dict] = {}
+    for result in results:
+        entry = hosts_summary.setdefault(result.host, {"ranks": [], "caused_s_per_step": 0.0,
+                                                       "named": []})
+        entry["ranks"].append(result.rank)
+        entry["caused_s_per_step"] += result.caused_s_per_step
+        if result.verdict != OK:
+            entry["named"].append(result.rank)
+    notes = []
+    if unmeasured:
+        notes.append(f"{unmeasured} call(s) have no lateness: their members' clocks cannot be "
+                     "compared and their waits are not in the trace")
+    return Analysis(trace.world_size, results, analysed, len(lates), unmeasured,
+                    clock_of({late.clock for late in lates}),
+                    {key: clock_of(set(kinds)) for key, kinds in sorted(by_hosts.items())},
+                    floor, median, mad, step_lateness, missing, hosts_summary, notes)
+
+
+def _judge(result: RankResult, analysed: list[int], floor: float) -> None:
+    late = set(result.late_steps)
+    needed = max(2, math.ceil(len(analysed) / 2)) if len(analysed) >= 2 else 1
+    run = longest_run(analysed, late)
+    if analysed and len(late) >= min(needed, len(analysed)):
+        result.verdict = CULPRIT
+        result.steps = (min(late), max(late))
+        result.evidence = (f"late beyond the floor ({floor * 1e3:.3g} ms) in {len(late)} of "
+                           f"{len(analysed)} steps, last to arrive in "
+                           f"{result.last_share:.0%} of its calls, lateness p50 "
+                           f"{result.lateness_p50_s * 1e3:.3g} ms")
+    elif len(run) >= MIN_RUN:
+        result.verdict = TRANSIENT
+        result.steps = (run[0], run[-1])
+        result.evidence = (f"late beyond the floor ({floor * 1e3:.3g} ms) in steps "
+                           f"{run[0]}-{run[-1]} only ({len(late)} of {len(analysed)} steps)")
