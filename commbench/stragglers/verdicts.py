@@ -2,22 +2,27 @@
 
 ``RULE`` is the rule in words, printed with every verdict. The numbers behind it:
 
-- a rank's lateness in a step is the most it was late in any of the step's calls (a slow
-  forward delays every bucket of a DDP step alike; a rank late only before a step's first
-  call is late there only);
-- the noise floor is drawn from the run itself, from every rank but the latest one (the rank
-  with the largest median step lateness, so a culprit does not widen the noise it is judged
-  against): their median step lateness plus ``K`` x the MAD (scaled to a standard deviation,
-  x 1.4826), and never less than ``MIN_FLOOR_S`` above the median (the clock's and the
-  recorder's own resolution);
-- a rank is late in a step when its step lateness is above the floor; ``culprit`` when it is
-  late in at least half of the steps (and at least 2); ``transient`` when it is not, but late
-  in ``MIN_RUN`` or more consecutive steps (the longest such run is named, k..m); else ``ok``.
-  A clean job's ranks exceed a 5-sigma floor in scattered steps at most, which neither rule
-  names.
+- a rank's lateness in a step is its median lateness over the step's calls (a slow forward
+  delays every bucket of a DDP step alike; one call delayed by the scheduler does not make a
+  step late);
+- the noise is drawn from the run itself, from every rank but the latest one (the rank with
+  the largest median step lateness, so a culprit does not widen the noise it is judged
+  against): ``base`` their median step lateness, ``sigma`` 1.4826 x the MAD about it;
+- a rank is late in a step when its step lateness exceeds ``base + max(K_STEP x sigma,
+  MIN_FLOOR_S)`` (the floor: the heatmap's and a transient's line);
+- ``culprit``: the rank arrived last (the largest step lateness) in so many of the steps that
+  chance could not have done it (a sign test: were the ranks alike, each would be last in a
+  step with probability 1/ranks; the binomial tail of its count is below ``ALPHA`` / ranks),
+  and its median step lateness is above ``base + max(sigma, MIN_FLOOR_S)`` (an effect beyond
+  the noise, not a fixed habit of a microsecond). Counting steps rather than thresholding each
+  finds a small delay repeated every step, which one step's noise would hide; the lateness
+  distribution (skewed: the first arrival's is 0) does not enter the test;
+  ``transient``: not a culprit, but late in ``MIN_RUN`` or more consecutive steps (the
+  longest such run is named, k..m); else ``ok``.
 
-Limits: the floor assumes fewer than half the ranks are late (the median must be a clean
-rank's); a step's lateness needs the step's calls to be matched on every member.
+Limits: the noise is a clean rank's only where fewer than half the ranks are late; a step's
+lateness needs the step's calls matched on every member; a rank late before one call of many
+in a step (a synchronous loop's first call) moves its step median little.
 """
 
 from __future__ import annotations
@@ -30,15 +35,18 @@ from commbench.results.trace import Trace, step_split
 from commbench.stragglers.lateness import Late, clock_of, lateness
 from commbench.stragglers.matching import Missing, match
 
-K = 5.0
+K_STEP = 4.0
+ALPHA = 1e-3
 MAD_TO_SIGMA = 1.4826
 MIN_FLOOR_S = 100e-6
 MIN_RUN = 3
 CULPRIT, TRANSIENT, OK = "culprit", "transient", "ok"
-RULE = (f"a rank is late in a step when its largest lateness there exceeds the noise floor "
-        f"(the other ranks' median step lateness + max({K:g} x 1.4826 x MAD, "
-        f"{MIN_FLOOR_S * 1e6:.0f} us)); culprit: late in at least half the steps (>= 2); "
-        f"transient: late in {MIN_RUN}+ consecutive steps only; ok: neither")
+RULE = (f"step lateness = a rank's median lateness over the step's calls; base, sigma = the "
+        f"median and 1.4826 x MAD of the other ranks' step lateness; culprit: last in so many "
+        f"steps that P(that many | each rank last with 1/ranks) < {ALPHA:g}/ranks, and median "
+        f"step lateness > base + max(sigma, {MIN_FLOOR_S * 1e6:.0f} us); transient: late "
+        f"(> base + max({K_STEP:g} x sigma, {MIN_FLOOR_S * 1e6:.0f} us)) in {MIN_RUN}+ consecutive "
+        f"steps only; ok: neither")
 
 
 @dataclass
@@ -82,8 +90,9 @@ class Analysis:
     clock: str
     clock_by_hosts: dict[str, str]
     floor_s: float
+    culprit_line_s: float
     noise_median_s: float
-    noise_mad_s: float
+    noise_sigma_s: float
     step_lateness: dict[int, dict[int, float]]
     missing: list[Missing]
     hosts: dict[str, dict] = field(default_factory=dict)
@@ -110,18 +119,18 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
 
 
-def noise_floor(step_lateness: dict[int, dict[int, float]]) -> tuple[float, float, float]:
-    """(floor, median, MAD) from every rank's step lateness but the latest rank's."""
+def noise(step_lateness: dict[int, dict[int, float]]) -> tuple[float, float]:
+    """(base, sigma) from every rank's step lateness but the latest rank's."""
     medians = {rank: quantile(list(cells.values()), 0.5)
                for rank, cells in step_lateness.items() if cells}
     if not medians:
-        return MIN_FLOOR_S, 0.0, 0.0
+        return 0.0, 0.0
     latest = max(medians, key=lambda r: (medians[r], -r))
     sample = [v for rank, cells in step_lateness.items() if rank != latest or len(medians) == 1
               for v in cells.values()]
     median = quantile(sample, 0.5)
     mad = quantile([abs(v - median) for v in sample], 0.5)
-    return median + max(K * MAD_TO_SIGMA * mad, MIN_FLOOR_S), median, mad
+    return median, MAD_TO_SIGMA * mad
 
 
 def longest_run(steps: list[int], late: set[int]) -> list[int]:
@@ -169,7 +178,8 @@ def analyse(trace: Trace, steps: tuple[int, int] | None = None,
         else:
             lates.append(late)
     analysed = sorted({late.call.step for late in lates})
-    step_lateness: dict[int, dict[int, float]] = {rank: {} for rank in sorted(trace.ranks)}
+    in_step: dict[int, dict[int, list[float]]] = {rank: defaultdict(list)
+                                                  for rank in sorted(trace.ranks)}
     per_rank: dict[int, list[float]] = defaultdict(list)
     last_count: dict[int, int] = defaultdict(int)
     held: dict[int, list[tuple[float, float]]] = defaultdict(list)
@@ -180,8 +190,7 @@ def analyse(trace: Trace, steps: tuple[int, int] | None = None,
         last = late.last
         by_hosts["-".join(late.hosts)].add(late.clock)
         for rank, value in late.late_s.items():
-            cells = step_lateness[rank]
-            cells[late.call.step] = max(cells.get(late.call.step, 0.0), value)
+            in_step[rank][late.call.step].append(value)
             per_rank[rank].append(value)
             last_count[rank] += rank == last
             by[(rank, "op", late.call.op)].append((value, rank == last))
@@ -194,7 +203,17 @@ def analyse(trace: Trace, steps: tuple[int, int] | None = None,
                 unplaced[last][step] = max(unplaced[last].get(step, 0.0), late.held_s)
             else:  # on the late rank's own clock, so overlapping (async) calls count once
                 held[last].append((arrival / 1e9 - late.held_s, arrival / 1e9))
-    floor, median, mad = noise_floor(step_lateness)
+    step_lateness = {rank: {step: quantile(values, 0.5) for step, values in sorted(cells.items())}
+                     for rank, cells in in_step.items()}
+    base, sigma = noise(step_lateness)
+    floor = base + max(K_STEP * sigma, MIN_FLOOR_S)
+    line = base + max(sigma, MIN_FLOOR_S)
+    last_steps: dict[int, int] = defaultdict(int)
+    for step in analysed:
+        present = {rank: cells[step] for rank, cells in step_lateness.items() if step in cells}
+        if present:
+            latest = max(present, key=lambda r: (present[r], -r))
+            last_steps[latest] += present[latest] > 0
     results = []
     for rank in sorted(trace.ranks):
         values = per_rank.get(rank, [])
@@ -214,7 +233,8 @@ def analyse(trace: Trace, steps: tuple[int, int] | None = None,
                     target[name] = {"calls": len(pairs),
                                     "last_share": round(sum(p[1] for p in pairs) / len(pairs), 4),
                                     "lateness_p50_s": quantile([p[0] for p in pairs], 0.5)}
-        _judge(result, analysed, floor)
+        _judge(result, analysed, step_lateness[rank], floor, line, base,
+               last_steps[rank], len(trace.ranks))
         results.append(result)
     hosts_summary: dict[str, dict] = {}
     for result in results:
@@ -231,22 +251,28 @@ def analyse(trace: Trace, steps: tuple[int, int] | None = None,
     return Analysis(trace.world_size, results, analysed, len(lates), unmeasured,
                     clock_of({late.clock for late in lates}),
                     {key: clock_of(set(kinds)) for key, kinds in sorted(by_hosts.items())},
-                    floor, median, mad, step_lateness, missing, hosts_summary, notes)
+                    floor, line, base, sigma, step_lateness, missing, hosts_summary, notes)
 
 
-def _judge(result: RankResult, analysed: list[int], floor: float) -> None:
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+def _judge(result: RankResult, analysed: list[int], cells: dict[int, float], floor: float,
+           line: float, base: float, last: int, ranks: int) -> None:
     late = set(result.late_steps)
-    needed = max(2, math.ceil(len(analysed) / 2)) if len(analysed) >= 2 else 1
+    typical = quantile(list(cells.values()), 0.5)
     run = longest_run(analysed, late)
-    if analysed and len(late) >= min(needed, len(analysed)):
+    chance = binomial_tail(last, len(analysed), 1 / max(ranks, 2)) if analysed else 1.0
+    if last and chance < ALPHA / max(ranks, 2) and typical > line:
         result.verdict = CULPRIT
-        result.steps = (min(late), max(late))
-        result.evidence = (f"late beyond the floor ({floor * 1e3:.3g} ms) in {len(late)} of "
-                           f"{len(analysed)} steps, last to arrive in "
-                           f"{result.last_share:.0%} of its calls, lateness p50 "
-                           f"{result.lateness_p50_s * 1e3:.3g} ms")
+        result.steps = (analysed[0], analysed[-1])
+        result.evidence = (f"last to arrive in {last} of {len(analysed)} steps (chance: "
+                           f"{chance:.1g}); median step lateness {typical * 1e3:.3g} ms "
+                           f"against the others' {base * 1e3:.3g} ms")
     elif len(run) >= MIN_RUN:
         result.verdict = TRANSIENT
         result.steps = (run[0], run[-1])
-        result.evidence = (f"late beyond the floor ({floor * 1e3:.3g} ms) in steps "
-                           f"{run[0]}-{run[-1]} only ({len(late)} of {len(analysed)} steps)")
+        result.evidence = (f"late beyond the step floor ({floor * 1e3:.3g} ms) in steps "
+                           f"{run[0]}-{run[-1]} ({len(late)} of {len(analysed)} steps late)")
