@@ -19,6 +19,7 @@ Pure: functions over a trace's calls (``commbench.results.trace``); nothing here
 torch, writes a file or prints.
 """
 
-from commbench.stragglers.verdicts import RULE, Analysis, RankResult, analyse
+from commbench.stragglers.sources import load_source
+from commbench.stragglers.verdicts import RULE, Analysis, RankResult, analyse, one_line, to_json
 
-__all__ = ["RULE", "Analysis", "RankResult", "analyse"]
+__all__ = ["RULE", "Analysis", "RankResult", "analyse", "load_source", "one_line", "to_json"]

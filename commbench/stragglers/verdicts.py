@@ -276,3 +276,47 @@ def _judge(result: RankResult, analysed: list[int], cells: dict[int, float], flo
         result.steps = (run[0], run[-1])
         result.evidence = (f"late beyond the step floor ({floor * 1e3:.3g} ms) in steps "
                            f"{run[0]}-{run[-1]} ({len(late)} of {len(analysed)} steps late)")
+
+
+def to_json(analysis: Analysis) -> dict:
+    """The ``--json`` object and ``stragglers.json`` (docs/commands/stragglers.md): the
+    contract's keys first, then what backs them (every rank, the noise, the rule)."""
+    return {
+        "ranks": analysis.world_size, "calls": analysis.calls, "steps": len(analysis.steps),
+        "clock": analysis.clock,
+        "culprits": [{"rank": r.rank, "host": r.host, "verdict": r.verdict,
+                      "last_share": round(r.last_share, 4), "lateness_p50_s": r.lateness_p50_s,
+                      "caused_s_per_step": r.caused_s_per_step,
+                      "steps": list(r.steps) if r.steps else None, "evidence": r.evidence}
+                     for r in analysis.named],
+        "missing": [{"rank": m.rank, "call": m.call, "op": m.op, "group": m.group}
+                    for m in analysis.missing],
+        "analysed_steps": analysis.steps, "unmeasured_calls": analysis.unmeasured,
+        "clock_by_hosts": analysis.clock_by_hosts,
+        "noise": {"base_s": analysis.noise_median_s, "sigma_s": analysis.noise_sigma_s,
+                  "step_floor_s": analysis.floor_s, "culprit_line_s": analysis.culprit_line_s},
+        "rule": RULE, "per_rank": [r.to_json() for r in analysis.ranks],
+        "hosts": analysis.hosts,
+        "step_lateness_s": {str(rank): {str(step): value for step, value in cells.items()}
+                            for rank, cells in analysis.step_lateness.items()},
+        "notes": analysis.notes,
+    }
+
+
+def one_line(analysis: Analysis) -> str:
+    """The answer in one line (what ``record`` prints when the job ends)."""
+    parts = []
+    for m in analysis.missing:
+        parts.append(f"rank {m.rank} never issued call {m.call} ({m.op}) of group {m.group} "
+                     "that the others did: a hang")
+    for r in analysis.named:
+        if r.verdict == CULPRIT:
+            parts.append(f"rank {r.rank} made the others wait: culprit, "
+                         f"{r.caused_s_per_step * 1e3:.3g} ms a step "
+                         f"(last to arrive in {r.last_share:.0%} of its calls)")
+        else:
+            parts.append(f"rank {r.rank} made the others wait in steps {r.steps[0]}-"
+                         f"{r.steps[1]} only: transient")
+    if not parts:
+        return "no rank made the others wait beyond the noise"
+    return "; ".join(parts)
