@@ -41,6 +41,7 @@ from commbench.model.curves import RunCurves
 from commbench.model.estimate import NO_OVERLAP, StepSpec
 from commbench.results.schema import is_combined
 from commbench.results.trace import ITEMSIZES, Call, Group, Trace, step_split
+from commbench.stragglers import waited_note
 
 BARRIER_SOURCE = "measured (barrier)"
 # RunCurves names a term by its parallelism; a trace's call has a group, not a parallelism.
@@ -257,12 +258,22 @@ def price_trace(trace: Trace, rows: list[dict], rank: int | None = None,
     if not steps and split.fallback:
         notes.append(split.fallback)
     notes += pricer.notes
-    if len(trace.ranks) > 1:
+    priced = any(line.model_s is not None for lines in per_rank.values() for line in lines)
+    if not priced:
+        # 0.000 totals would read as a time: say that nothing was priced, and name no rank
+        # as costing most
+        notes.append("nothing was priced: the run has no curve for any of the trace's calls "
+                     "(op, dtype, group size); the step totals are 0 because nothing was "
+                     "priced, not a time")
+    elif len(trace.ranks) > 1:
         spread = sorted({round(sum(t.values()), 12) for t in totals.values()})
         how = "chosen with --rank" if rank is not None else "the rank whose steps cost most"
         notes.append(f"lines of rank {shown} ({how}); the {len(trace.ranks)} ranks' priced "
                      + ("steps cost the same" if len(spread) == 1 else
                         f"totals range {spread[0] * 1e3:.3f}-{spread[-1] * 1e3:.3f} ms"))
+    waited = waited_note(trace) if len(trace.ranks) > 1 else None
+    if waited:
+        notes.append(waited)
     result = TracePrice(rank=shown, steps=list(chosen), lines=per_rank[shown],
                         rank_totals=totals, notes=notes)
     if result.unpriced_calls:

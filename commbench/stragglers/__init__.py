@@ -20,6 +20,15 @@ torch, writes a file or prints.
 """
 
 from commbench.stragglers.sources import load_source
-from commbench.stragglers.verdicts import RULE, Analysis, RankResult, analyse, one_line, to_json
+from commbench.stragglers.verdicts import (
+    RULE,
+    Analysis,
+    RankResult,
+    analyse,
+    one_line,
+    to_json,
+    waited_note,
+)
 
-__all__ = ["RULE", "Analysis", "RankResult", "analyse", "load_source", "one_line", "to_json"]
+__all__ = ["RULE", "Analysis", "RankResult", "analyse", "load_source", "one_line", "to_json",
+           "waited_note"]

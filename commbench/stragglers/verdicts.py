@@ -320,3 +320,23 @@ def one_line(analysis: Analysis) -> str:
     if not parts:
         return "no rank made the others wait beyond the noise"
     return "; ".join(parts)
+
+
+def waited_note(trace: Trace) -> str | None:
+    """For replay's and estimate's output: which rank the others waited for in situ, since
+    their per-rank times point at the victims (None where nobody stands out)."""
+    try:
+        analysis = analyse(trace)
+    except (ValueError, KeyError):
+        return None
+    named = [r for r in analysis.named if r.verdict == CULPRIT] or analysis.named
+    if not named and not analysis.missing:
+        return None
+    if named:
+        who = ", ".join(f"rank {r.rank} ({r.verdict}, {r.caused_s_per_step * 1e3:.3g} ms a "
+                        "step)" for r in named)
+        return (f"in situ the others waited for {who}: its own calls look short because it "
+                f"arrived last; commbench stragglers {trace.path} says why")
+    m = analysis.missing[0]
+    return (f"rank {m.rank} never issued call {m.call} ({m.op}) of group {m.group}: a hang; "
+            f"commbench stragglers {trace.path}")
