@@ -276,19 +276,30 @@ def _aligned(dumps: dict[int, Dump], notes: list[str]) -> dict[int, list[dict]]:
 
 
 def _steps(aligned: dict[int, list[dict]]) -> dict[tuple[str, int], int]:
-    """(group, collective_seq_id) -> step, from the lowest rank's rhythm (module docstring):
-    the calls' (group, op, size) repeat every ``p`` calls; a step is a multiple of ``p`` calls,
-    the one whose cuts fall on the longest gaps against the gaps inside it (DDP's buckets are
-    often all one size, so ``p`` alone would make every bucket a step)."""
+    """(group, collective_seq_id) -> step, from the lowest rank's rhythm (``rhythm_steps``)."""
     entries = [e for e in aligned[min(aligned)] if not e.get("is_p2p") and op_of(e)[0]]
     keys = [(str(e["process_group"][0]), op_of(e)[0], _numel(e.get("input_sizes")))
             for e in entries]
+    times = [int(e.get("time_created_ns") or 0) for e in entries]
+    numbers = rhythm_steps(keys, times)
+    if not numbers:
+        return {}
+    return {(str(e["process_group"][0]), e.get("collective_seq_id")): step
+            for e, step in zip(entries, numbers, strict=True)}
+
+
+def rhythm_steps(keys: list, times: list[int] | None = None) -> list[int]:
+    """A step number per call of a job that does not say where its steps end (a dump): the
+    calls' keys (group, op, size) repeat every ``p`` calls; a step is a multiple of ``p``
+    calls, the one whose cuts fall on the longest gaps against the gaps inside it (DDP's
+    buckets are often all one size, so ``p`` alone would make every bucket a step). Without
+    times, every ``p`` calls. Empty where nothing repeats."""
     n = len(keys)
     base = next((p for p in range(1, n // 3 + 1)
                  if sum(keys[i] == keys[i - p] for i in range(p, n)) >= 0.8 * (n - p)), 0)
     if not base:
-        return {}
-    times = [int(e.get("time_created_ns") or 0) for e in entries]
+        return []
+    times = times if times and any(times) else [0] * n
     gap = [times[i] - times[i - 1] if i else 0 for i in range(n)]
     best = (0.0, base, 0)
     for period in range(base, n // 3 + 1, base):
@@ -303,12 +314,12 @@ def _steps(aligned: dict[int, list[dict]]) -> dict[tuple[str, int], int]:
             if score > best[0]:
                 best = (score, period, phase)
     _, period, phase = best
-    steps, step = {}, 0
-    for i, entry in enumerate(entries):
+    numbers, step = [], 0
+    for i in range(n):
         if i and i % period == phase:
             step += 1
-        steps[(str(entry["process_group"][0]), entry.get("collective_seq_id"))] = step
-    return steps
+        numbers.append(step)
+    return numbers
 
 
 def _check_one_job(dumps: dict[int, Dump]) -> None:
