@@ -17,6 +17,11 @@
   the noise, not a fixed habit of a microsecond). Counting steps rather than thresholding each
   finds a small delay repeated every step, which one step's noise would hide; the lateness
   distribution (skewed: the first arrival's is 0) does not enter the test;
+  or, with ``MIN_RANKS_SPREAD`` ranks or more, its median step lateness is an outlier among
+  the ranks' medians: above their median by more than ``K_RANKS`` x 1.4826 x their MAD (a
+  thousand ranks' noise makes someone else last in most steps even behind a rank that is
+  always late; the spread of the ranks' own medians is the yardstick then, systematic
+  per-rank differences included);
   ``transient``: not a culprit, but late in ``MIN_RUN`` or more consecutive steps (the
   longest such run is named, k..m); else ``ok``.
 
@@ -37,6 +42,8 @@ from commbench.stragglers.matching import Missing, match
 
 K_STEP = 4.0
 ALPHA = 1e-3
+K_RANKS = 5.0
+MIN_RANKS_SPREAD = 8
 MAD_TO_SIGMA = 1.4826
 MIN_FLOOR_S = 100e-6
 MIN_RUN = 3
@@ -44,7 +51,9 @@ CULPRIT, TRANSIENT, OK = "culprit", "transient", "ok"
 RULE = (f"step lateness = a rank's median lateness over the step's calls; base, sigma = the "
         f"median and 1.4826 x MAD of the other ranks' step lateness; culprit: last in so many "
         f"steps that P(that many | each rank last with 1/ranks) < {ALPHA:g}/ranks, and median "
-        f"step lateness > base + max(sigma, {MIN_FLOOR_S * 1e6:.0f} us); transient: late "
+        f"step lateness > base + max(sigma, {MIN_FLOOR_S * 1e6:.0f} us), or ({MIN_RANKS_SPREAD}+ "
+        f"ranks) median step lateness > the ranks' median + {K_RANKS:g} x 1.4826 x MAD of "
+        f"the ranks' medians; transient: late "
         f"(> base + max({K_STEP:g} x sigma, {MIN_FLOOR_S * 1e6:.0f} us)) in {MIN_RUN}+ consecutive "
         f"steps only; ok: neither")
 
@@ -215,6 +224,12 @@ def analyse(trace: Trace, steps: tuple[int, int] | None = None,
             latest = max(present, key=lambda r: (present[r], -r))
             last_steps[latest] += present[latest] > 0
     results = []
+    medians = [quantile(list(cells.values()), 0.5) for cells in step_lateness.values() if cells]
+    spread_line = None
+    if len(medians) >= MIN_RANKS_SPREAD:
+        middle = quantile(medians, 0.5)
+        spread = MAD_TO_SIGMA * quantile([abs(m - middle) for m in medians], 0.5)
+        spread_line = middle + max(K_RANKS * spread, MIN_FLOOR_S)
     for rank in sorted(trace.ranks):
         values = per_rank.get(rank, [])
         late_steps = sorted(s for s, v in step_lateness[rank].items() if v > floor)
@@ -234,7 +249,7 @@ def analyse(trace: Trace, steps: tuple[int, int] | None = None,
                                     "last_share": round(sum(p[1] for p in pairs) / len(pairs), 4),
                                     "lateness_p50_s": quantile([p[0] for p in pairs], 0.5)}
         _judge(result, analysed, step_lateness[rank], floor, line, base,
-               last_steps[rank], len(trace.ranks))
+               last_steps[rank], len(trace.ranks), spread_line)
         results.append(result)
     hosts_summary: dict[str, dict] = {}
     for result in results:
@@ -260,12 +275,15 @@ def binomial_tail(k: int, n: int, p: float) -> float:
 
 
 def _judge(result: RankResult, analysed: list[int], cells: dict[int, float], floor: float,
-           line: float, base: float, last: int, ranks: int) -> None:
+           line: float, base: float, last: int, ranks: int,
+           spread_line: float | None = None) -> None:
     late = set(result.late_steps)
     typical = quantile(list(cells.values()), 0.5)
     run = longest_run(analysed, late)
     chance = binomial_tail(last, len(analysed), 1 / max(ranks, 2)) if analysed else 1.0
-    if last and chance < ALPHA / max(ranks, 2) and typical > line:
+    outlier = (spread_line is not None and len(analysed) >= MIN_RUN and typical > spread_line
+               and typical > line)
+    if (last and chance < ALPHA / max(ranks, 2) and typical > line) or outlier:
         result.verdict = CULPRIT
         result.steps = (analysed[0], analysed[-1])
         result.evidence = (f"last to arrive in {last} of {len(analysed)} steps (chance: "

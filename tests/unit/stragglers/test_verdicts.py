@@ -83,3 +83,14 @@ def test_a_missing_rank_is_named_with_its_call(tmp_path):
 def test_two_ranks_a_slow_one_is_named(tmp_path):
     analysis = analyse(trace_format.load(ddp_job(tmp_path, world=2, slow={0: 0.03})))
     assert _verdicts(analysis) == {0: "culprit", 1: "ok"}
+
+
+def test_at_64_ranks_a_small_steady_delay_is_an_outlier_among_the_ranks(tmp_path):
+    # 3 ms late every step against 2 ms of noise per rank: others are last in most steps,
+    # so the sign test alone misses it; the spread of the ranks' medians does not
+    slow = analyse(trace_format.load(ddp_job(tmp_path / "slow", world=64, steps=20,
+                                             buckets=2, noise_s=0.002, slow={21: 0.003})))
+    assert [(r.rank, r.verdict) for r in slow.named] == [(21, "culprit")]
+    clean = analyse(trace_format.load(ddp_job(tmp_path / "clean", world=64, steps=20,
+                                              buckets=2, noise_s=0.002)))
+    assert clean.named == []
