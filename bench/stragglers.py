@@ -11,9 +11,12 @@ a step, the culprit named alone in >= 19 of 20; nobody in 20 clean; recording <=
    alternated pairs.
 
 Every multi-rank job runs under the shared lock (COMMBENCH_BENCH_LOCK, default
-/tmp/commbench-ranks.lock), one job at a time, so slices can run between other people's.
+/tmp/commbench-ranks.lock), one job at a time; with COMMBENCH_BENCH_LOCK= (empty) the caller
+holds it, so a slice of a few jobs runs under one ``flock``:
 
     python bench/stragglers.py [--clean 20] [--slowed 20] [--pairs 5] [--synthetic 20]
+    COMMBENCH_BENCH_LOCK= flock /tmp/commbench-ranks.lock python bench/stragglers.py \
+        --clean 0 --slowed 6 --fractions 0.10 --step-s 0.044 --pairs 0 --synthetic 0
 """
 
 from __future__ import annotations
@@ -46,8 +49,9 @@ def job(scratch: Path, name: str, env: dict, recorded: bool = True) -> tuple[dic
     if recorded:
         command = [sys.executable, "-m", "commbench", "record", "--force", "--out",
                    str(folder), "--", *command]
-    subprocess.run(["flock", LOCK, *command], check=True, capture_output=True, timeout=600,
-                   env={**os.environ, "OMP_NUM_THREADS": "1", **env}, cwd=scratch)
+    subprocess.run(["flock", LOCK, *command] if LOCK else command, check=True,
+                   capture_output=True, timeout=600, cwd=scratch,
+                   env={**os.environ, "OMP_NUM_THREADS": "1", **env})
     return json.loads(facts.read_text()), folder
 
 
@@ -61,7 +65,8 @@ def judge(folder: Path) -> dict:
                       for v in cells.values() if rank != SLOW_RANK]}
 
 
-def real(clean: int, slowed: int, fractions: tuple[float, ...], scratch: Path) -> dict:
+def real(clean: int, slowed: int, fractions: tuple[float, ...], scratch: Path,
+         step_s: float | None = None) -> dict:
     out: dict = {"clean": [], "step_s": [], "slowed": {}}
     for i in range(clean):
         facts, folder = job(scratch, f"clean-{i}", {})
@@ -69,7 +74,7 @@ def real(clean: int, slowed: int, fractions: tuple[float, ...], scratch: Path) -
         verdict = judge(folder)
         out["clean"].append(verdict["named"])
         out.setdefault("noise_cells", []).extend(verdict["cells"])
-    step = statistics.median(out["step_s"]) if out["step_s"] else 0.02
+    step = step_s or (statistics.median(out["step_s"]) if out["step_s"] else 0.02)
     for fraction in fractions:
         named = []
         for i in range(slowed):
@@ -130,14 +135,20 @@ def main(argv=None) -> int:
     parser.add_argument("--fractions", default="0.10,0.05")
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--synthetic", type=int, default=20)
+    parser.add_argument("--step-s", type=float, help="the clean step time (default: measured "
+                        "by the clean jobs)")
+    parser.add_argument("--noise", help="a JSON file of clean step-lateness cells (default: "
+                        "the clean jobs')")
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="commbench-stragglers-"))
     started = time.perf_counter()
     found = real(args.clean, args.slowed,
-                 tuple(float(f) for f in args.fractions.split(",") if f), scratch)
-    result = {"real": {k: v for k, v in found.items() if k != "noise_cells"}}
-    result["synthetic"] = synthetic(found.get("noise_cells", []), found["clean_step_s"],
-                                    args.synthetic, scratch)
+                 tuple(float(f) for f in args.fractions.split(",") if f), scratch, args.step_s)
+    result = {"real": found}
+    if args.synthetic:
+        cells = json.loads(Path(args.noise).read_text()) if args.noise else \
+            found.get("noise_cells", [])
+        result["synthetic"] = synthetic(cells, found["clean_step_s"], args.synthetic, scratch)
     if args.pairs:
         result["cost"] = cost(args.pairs, scratch)
     result["wall_s"] = time.perf_counter() - started
