@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from commbench.results.trace import Call, Trace
+from commbench.results.trace import TRACE_OPS, Call, Trace
+
+# the other end of a message: what the rank that never arrived would have issued
+_COUNTERPART = {name: next(other.name for other in TRACE_OPS.values()
+                           if other.p2p and other.sends != op.sends)
+                for name, op in TRACE_OPS.items() if op.p2p}
 
 
 @dataclass(frozen=True)
@@ -91,4 +96,5 @@ def _pair_up(name: str, calls: dict[int, list[Call]], matched: list[Matched],
                                 for rank, mine in calls.items()}))
     for rank, mine in sorted(calls.items()):
         if len(mine) < len(longest):
-            missing.append(Missing(rank, len(mine), longest[len(mine)].op, name))
+            op = longest[len(mine)].op
+            missing.append(Missing(rank, len(mine), _COUNTERPART.get(op, op), name))
