@@ -86,7 +86,8 @@ def real(clean: int, slowed: int, fractions: tuple[float, ...], scratch: Path,
     return out
 
 
-def synthetic(noise_cells: list[float], step_s: float, trials: int, scratch: Path) -> list:
+def synthetic(noise_cells: list[float], step_s: float, trials: int, scratch: Path,
+              fractions: tuple[float, ...] = (0.10, 0.05)) -> list:
     """At 64-1,024 ranks, noise from the real clean jobs' cells (their median and sigma)."""
     from commbench.results import trace as trace_format
     from commbench.stragglers import analyse
@@ -97,7 +98,7 @@ def synthetic(noise_cells: list[float], step_s: float, trials: int, scratch: Pat
     sigma = 1.4826 * statistics.median(abs(c - median) for c in cells)
     rows = []
     for ranks in (64, 256, 1024):
-        for fraction in (0.0, 0.10, 0.05):
+        for fraction in (0.0, *fractions):
             found = alone = false = 0
             n = max(1, trials // (4 if ranks == 1024 else 1))
             for seed in range(n):
@@ -148,7 +149,10 @@ def main(argv=None) -> int:
     if args.synthetic:
         cells = json.loads(Path(args.noise).read_text()) if args.noise else \
             found.get("noise_cells", [])
-        result["synthetic"] = synthetic(cells, found["clean_step_s"], args.synthetic, scratch)
+        result["synthetic"] = synthetic(cells, found["clean_step_s"], args.synthetic, scratch,
+                                        tuple(float(f) for f in args.fractions.split(",")))
+        result["noise_sigma_s"] = 1.4826 * statistics.median(
+            abs(c - statistics.median(cells)) for c in cells)
     if args.pairs:
         result["cost"] = cost(args.pairs, scratch)
     result["wall_s"] = time.perf_counter() - started
