@@ -185,3 +185,26 @@ def register(app: typer.Typer) -> None:
         from commbench.commands.imports import run_import_profiler
 
         raise typer.Exit(run_import_profiler(source, out, force))
+
+    def _dumps(kind: str, description: str):
+        def command(
+            sources: list[str] = typer.Argument(..., help="One file per rank, or their "
+                                                "folder."),
+            out: str = typer.Option(..., "--out", help="Trace folder to write "
+                                    "(rank-<r>.jsonl)."),
+            force: bool = typer.Option(False, "--force", help="Replace a trace in --out."),
+        ) -> None:
+            from commbench.commands.imports import run_import_dumps
+
+            raise typer.Exit(run_import_dumps(kind, sources, out, force))
+
+        command.__doc__ = description
+        return command
+
+    import_app.command("flight-recorder")(_dumps(
+        "flight-recorder", "PyTorch Flight Recorder dumps (pickle or JSON, one per rank): "
+        "calls lined up by collective_seq_id, issue times from time_created_ns, steps from "
+        "the calls' rhythm. Then replay, estimate --trace and stragglers read the folder."))
+    import_app.command("nccl-inspector")(_dumps(
+        "nccl-inspector", "NCCL Inspector JSON logs (v4.x, one per process): coll_perf lines "
+        "lined up by coll_sn per communicator, coll_exec_time_us as the in-situ time."))

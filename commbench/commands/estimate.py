@@ -108,7 +108,10 @@ def run_trace_estimate(trace_dir: str, path: str, steps: list[int] | None, rank:
     run = load_run(path)
     for warning in run.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    priced = price_trace(trace, run.rows, rank=rank, steps=steps)
+    from commbench.stragglers import waited_note
+
+    waited = waited_note(trace) if len(trace.ranks) > 1 else None
+    priced = price_trace(trace, run.rows, rank=rank, steps=steps, waited=waited)
     if json_out:
         print(json.dumps({"trace": str(trace.path), "run": run.name, **priced.as_dict()}))
         return EXIT_OK

@@ -112,3 +112,40 @@ def run_import_profiler(source: str, out: str, force: bool) -> int:
     print(f"imported {calls} calls ({timed} with an in-situ time) from {len(ranks)} rank "
           f"trace(s), step(s) {', '.join(map(str, steps))}, into {folder}")
     return EXIT_OK
+
+
+def run_import_dumps(kind: str, sources: list[str], out: str, force: bool) -> int:
+    """Flight Recorder dumps or NCCL Inspector logs in (every file read before anything is
+    written), a trace folder (``rank-<r>.jsonl``) out, for replay, estimate --trace, history
+    and stragglers."""
+    from commbench.core.errors import UsageError
+    from commbench.importers import flight_recorder, nccl_inspector
+    from commbench.results import trace as trace_format
+
+    if kind == "flight-recorder":
+        imported = flight_recorder.read(sources)
+        trace, notes = imported.trace, imported.notes
+    else:
+        trace, notes = nccl_inspector.read(sources)
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder")
+    taken = sorted(folder.glob(trace_format.TRACE_GLOB)) if folder.is_dir() else []
+    if taken and not force:
+        raise UsageError(f"--out {out}: already holds a trace ({taken[0].name}, ...); choose "
+                         "another folder or pass --force to replace it")
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in taken:
+        old.unlink()
+    for rank, rank_trace in sorted(trace.ranks.items()):
+        trace_format.write_rank(folder / f"rank-{rank}.jsonl", rank_trace.header,
+                                rank_trace.calls)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    for problem in trace_format.check_order(trace_format.load(folder)):
+        print(f"warning: {problem}", file=sys.stderr)
+    calls = sum(len(rank.calls) for rank in trace.ranks.values())
+    steps = trace.steps()
+    print(f"imported {calls} calls of {len(trace.ranks)} of {trace.world_size} ranks "
+          f"({len(steps)} step(s) found from the calls' rhythm) into {folder}")
+    return EXIT_OK

@@ -158,6 +158,18 @@ def _summarize(folder: Path, code: int) -> None:
     for (op, dtype), (count, size) in sorted(per_op.items()):
         print(f"  rank {rank0.rank}, step {step}: {op} {dtype}: {count} calls, {size} bytes",
               file=sys.stderr)
+    _answer(trace, folder)
+
+
+def _answer(trace, folder: Path) -> None:
+    """Who made the others wait, in one line (commbench stragglers has the evidence)."""
+    from commbench import stragglers
+
+    analysis = stragglers.analyse(trace)
+    if len(trace.ranks) < 2 or (not analysis.steps and not analysis.missing):
+        return
+    print(f"commbench record: {stragglers.one_line(analysis)} (commbench stragglers {folder})",
+          file=sys.stderr)
 
 
 def _span(steps: list[int]) -> str:

@@ -55,9 +55,12 @@ def run_replay(spec: ReplaySpec, output: ReplayOutput) -> int:
     check_trace(trace, world, steps)
     if env is None or env.rank == 0:
         from commbench.output.console import say
+        from commbench.stragglers import waited_note
 
         for note in trace.notes:
             say(f"warning: {note}")
+        if waited := waited_note(trace):
+            say(f"note: {waited}")
     if world > trace.world_size and (env is None or env.rank == 0):
         from commbench.output.console import say
 

@@ -26,6 +26,9 @@ every release that ``pyproject.toml`` admits; tests/unit/test_compat.py drives e
   (``ProcessGroup.unbox`` / ``Work.unbox`` turn them into the Python classes), functional
   collectives a group name (``_resolve_process_group``, private), and NCCL's own timing of a
   call is ``Work._get_duration()`` (private, needs ``TORCH_NCCL_ENABLE_TIMING=1``).
+- ``dump_flight_recorder``: a rank's Flight Recorder buffer on demand. torch 2.13 names the
+  private dumpers ``_dump_fr_trace`` (pickle) and ``_dump_fr_trace_json``; releases before
+  the Flight Recorder was made backend-neutral had ``_dump_nccl_trace(_json)`` (NCCL only).
 """
 
 from __future__ import annotations
@@ -232,3 +235,24 @@ def reduce_op_name(dist: Any, obj: Any) -> str | None:
     except (RuntimeError, TypeError, ValueError):
         return None
     return by_value.get(int(value), str(value))
+
+
+def dump_flight_recorder(path: str, as_json: bool = False) -> bool:
+    """Write this rank's Flight Recorder buffer to ``path`` (pickle, as torch's own dump on a
+    watchdog timeout, or JSON); False where this torch has no dumper or it refused."""
+    try:
+        import torch._C._distributed_c10d as c10d
+    except ImportError:
+        return False
+    names = (("_dump_fr_trace_json", "_dump_nccl_trace_json") if as_json else
+             ("_dump_fr_trace", "_dump_nccl_trace"))
+    dumper = next((getattr(c10d, name) for name in names if hasattr(c10d, name)), None)
+    if dumper is None:
+        return False
+    try:
+        data = dumper(True, True) if as_json else dumper(True, True, False)
+    except (RuntimeError, TypeError):
+        return False
+    with open(path, "wb") as out:
+        out.write(data if isinstance(data, bytes) else data.encode())
+    return True

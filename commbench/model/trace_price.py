@@ -226,9 +226,11 @@ def price_calls(calls: list[Call], pricer: CurvePricer) -> list[Line]:
 
 
 def price_trace(trace: Trace, rows: list[dict], rank: int | None = None,
-                steps: list[int] | None = None) -> TracePrice:
+                steps: list[int] | None = None, waited: str | None = None) -> TracePrice:
     """Every rank's chosen steps priced on ``rows``; the lines of ``rank`` (default: the rank
-    whose priced steps cost most, the lowest such rank on a tie)."""
+    whose priced steps cost most, the lowest such rank on a tie). ``waited`` is the command's
+    note on which rank the others waited for (stragglers' rule: a sibling capability, so the
+    command asks it and hands the words in)."""
     available = trace.steps()
     # By default the trace's steps, as replay decides them (results.trace.step_split): not
     # step 0's set-up traffic, not the tail after the last step end; --step names any.
@@ -257,12 +259,21 @@ def price_trace(trace: Trace, rows: list[dict], rank: int | None = None,
     if not steps and split.fallback:
         notes.append(split.fallback)
     notes += pricer.notes
-    if len(trace.ranks) > 1:
+    priced = any(line.model_s is not None for lines in per_rank.values() for line in lines)
+    if not priced:
+        # 0.000 totals would read as a time: say that nothing was priced, and name no rank
+        # as costing most
+        notes.append("nothing was priced: the run has no curve for any of the trace's calls "
+                     "(op, dtype, group size); the step totals are 0 because nothing was "
+                     "priced, not a time")
+    elif len(trace.ranks) > 1:
         spread = sorted({round(sum(t.values()), 12) for t in totals.values()})
         how = "chosen with --rank" if rank is not None else "the rank whose steps cost most"
         notes.append(f"lines of rank {shown} ({how}); the {len(trace.ranks)} ranks' priced "
                      + ("steps cost the same" if len(spread) == 1 else
                         f"totals range {spread[0] * 1e3:.3f}-{spread[-1] * 1e3:.3f} ms"))
+    if waited:
+        notes.append(waited)
     result = TracePrice(rank=shown, steps=list(chosen), lines=per_rank[shown],
                         rank_totals=totals, notes=notes)
     if result.unpriced_calls:

@@ -10,7 +10,10 @@ The plan
     ``gaps``: with ``--gaps recorded``, a call waits for the compute time the recording saw
     before it: its issue minus its predecessor's end within the step, where the end of an
     asynchronous predecessor is its issue (the host had control back at once); the first call
-    of a step waits for nothing, and negative gaps (overlapping calls) are 0.
+    of a step waits for the compute since the previous recorded step's last completion (its
+    latest end, or issue where no end is known: the step's boundary waits for all of it, as
+    DDP's does before the optimizer), which is where a straggler's slow forward shows; a step
+    with no recorded step before it waits for nothing. Negative gaps (overlapping calls) are 0.
     ``isolated_plan``: the default model is a quick sweep of this launch at the trace's own
     sizes: every distinct call (same group, op, dtype, sizes, root, reduction; a p2p message
     by its two ends) is timed alone, back to back, after the replay. Every rank reads the
@@ -137,14 +140,21 @@ def only_steps(trace: Trace, steps: set[int]) -> Trace:
                               for rank, r in trace.ranks.items()})
 
 
-def gaps(calls: list[Call]) -> dict[int, float]:
-    """seq -> seconds to wait before the call (``--gaps recorded``, the module docstring)."""
+def gaps(calls: list[Call], before: list[Call] | None = None) -> dict[int, float]:
+    """seq -> seconds to wait before the call (``--gaps recorded``, the module docstring);
+    ``before``: the previous recorded step's calls of the rank, whose last completion the
+    step's first call waits from."""
     out: dict[int, float] = {}
     previous: Call | None = None
+    ends = [c.t_end_ns if c.t_end_ns is not None else c.t_issue_ns for c in before or []]
+    last_end = max((end for end in ends if end is not None), default=None)
     for call in calls:
         wait = 0.0
-        if previous is not None and call.t_issue_ns is not None:
-            end = previous.t_issue_ns if previous.is_async else previous.t_end_ns
+        if call.t_issue_ns is not None:
+            if previous is None:
+                end = last_end
+            else:
+                end = previous.t_issue_ns if previous.is_async else previous.t_end_ns
             if end is not None:
                 wait = max(0, call.t_issue_ns - end) / 1e9
         out[call.seq] = wait
@@ -212,8 +222,11 @@ def make_plan(trace: Trace, steps: list[int], gap_mode: str, isolated: bool) -> 
     if gap_mode == "recorded":
         for rank in trace.ranks:
             waits[rank] = {}
+            recorded = sorted({call.step for call in trace.calls(rank)})
             for step in set(steps):
-                waits[rank].update(gaps(trace.calls(rank, step)))
+                earlier = [s for s in recorded if s < step]
+                before = trace.calls(rank, earlier[-1]) if earlier else None
+                waits[rank].update(gaps(trace.calls(rank, step), before))
         if not any(any(v > 0 for v in w.values()) for w in waits.values()):
             raise UsageError(f"{trace.path}: --gaps recorded needs issue and end times, and "
                              "the trace has none")

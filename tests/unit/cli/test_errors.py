@@ -107,8 +107,8 @@ def test_doctor_refuses_a_missing_backend(capsys):
         (["allreduce", "--sizes", "-64M"],
          "error: bad range '-64M': no start; a range is START-END, e.g. 8-64M"),
         (["import", "nccl", "x.txt"],
-         "error: No such command 'nccl'. Did you mean nccl-tests? (choose from nccl-tests, "
-         "osu, torch-profiler)"),
+         "error: No such command 'nccl'. Did you mean nccl-inspector or nccl-tests? (choose "
+         "from flight-recorder, nccl-inspector, nccl-tests, osu, torch-profiler)"),
     ],
 )
 def test_a_mistake_is_answered_with_what_to_type(args, expected, tmp_path, capsys):

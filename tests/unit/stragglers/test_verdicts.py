@@ -1,0 +1,96 @@
+"""The stragglers rule on synthetic traces (tests/unit/stragglers/synthetic.py): each test
+injects the fault the rule must catch, or checks that a clean job names nobody."""
+
+from commbench.results import trace as trace_format
+from commbench.stragglers import analyse
+from commbench.stragglers.lateness import CLOCK_FREE, SHARED
+from tests.unit.stragglers.synthetic import ddp_job
+
+
+def _verdicts(analysis):
+    return {r.rank: r.verdict for r in analysis.ranks}
+
+
+def test_a_clean_job_names_nobody(tmp_path):
+    for seed in range(5):
+        analysis = analyse(trace_format.load(ddp_job(tmp_path / str(seed), seed=seed)))
+        assert analysis.named == [], [r.evidence for r in analysis.named]
+        assert analysis.exit_code == 0
+        assert analysis.clock == SHARED
+
+
+def test_a_slow_rank_is_the_culprit_while_its_own_calls_are_shortest(tmp_path):
+    trace = trace_format.load(ddp_job(tmp_path, slow={2: 0.03}))
+    analysis = analyse(trace)
+    assert _verdicts(analysis) == {0: "ok", 1: "ok", 2: "culprit", 3: "ok"}
+    culprit = analysis.ranks[2]
+    assert culprit.last_share > 0.9
+    assert 0.025 < culprit.lateness_p50_s < 0.035
+    # the wait it cost each step: about 30 ms once, not once per bucket
+    assert 0.025 < culprit.caused_s_per_step < 0.035
+    # the trap the rule avoids: the culprit's own calls are the shortest
+    mean = {r: sum(c.in_situ_s for c in trace.calls(r)) / len(trace.calls(r)) for r in range(4)}
+    assert min(mean, key=mean.get) == 2
+    assert analysis.exit_code == 1
+
+
+def test_a_shifted_clock_does_not_change_the_clock_free_answer(tmp_path):
+    hosts = {0: "a", 1: "a", 2: "b", 3: "b"}  # two hosts: their clocks are not compared
+    base = analyse(trace_format.load(ddp_job(tmp_path / "base", slow={1: 0.03}, hosts=hosts)))
+    shifted = analyse(trace_format.load(ddp_job(
+        tmp_path / "shifted", slow={1: 0.03}, hosts=hosts,
+        clock_offset_s={2: 7.5, 3: -3.0})))
+    assert base.clock == shifted.clock == CLOCK_FREE
+    assert _verdicts(base) == _verdicts(shifted) == {0: "ok", 1: "culprit", 2: "ok", 3: "ok"}
+    assert abs(base.ranks[1].lateness_p50_s - shifted.ranks[1].lateness_p50_s) < 1e-6
+    # the same shift read as one host's clock names the wrong rank: the check bites
+    wrong = analyse(trace_format.load(ddp_job(
+        tmp_path / "wrong", slow={1: 0.03}, clock_offset_s={2: 7.5, 3: -3.0})))
+    assert wrong.clock == SHARED and _verdicts(wrong)[2] == "culprit"
+
+
+def test_a_trace_with_waits_only_is_read_clock_free(tmp_path):
+    analysis = analyse(trace_format.load(ddp_job(tmp_path, slow={3: 0.03}, with_issue=False)))
+    assert analysis.clock == CLOCK_FREE
+    assert _verdicts(analysis)[3] == "culprit"
+    assert 0.025 < analysis.ranks[3].caused_s_per_step < 0.035
+
+
+def test_transient_steps_are_found(tmp_path):
+    analysis = analyse(trace_format.load(ddp_job(tmp_path, steps=16, slow={1: 0.03},
+                                                 slow_steps=(5, 8))))
+    assert _verdicts(analysis) == {0: "ok", 1: "transient", 2: "ok", 3: "ok"}
+    assert analysis.ranks[1].steps == (5, 8)
+    assert analysis.ranks[1].late_steps == [5, 6, 7, 8]
+
+
+def test_steps_narrow_the_analysis(tmp_path):
+    trace = trace_format.load(ddp_job(tmp_path, steps=16, slow={1: 0.03}, slow_steps=(5, 8)))
+    assert _verdicts(analyse(trace, steps=(10, 16)))[1] == "ok"
+    # four steps are too few for chance to be ruled out (1/4 ** 4 > 1e-3 / 4): late in all
+    # four, the rank is transient there, not a culprit
+    narrowed = analyse(trace, steps=(5, 8))
+    assert _verdicts(narrowed)[1] == "transient" and narrowed.steps == [5, 6, 7, 8]
+
+
+def test_a_missing_rank_is_named_with_its_call(tmp_path):
+    analysis = analyse(trace_format.load(ddp_job(tmp_path, steps=6, buckets=3, hang=(3, 4))))
+    assert [(m.rank, m.call, m.op, m.group) for m in analysis.missing] == [
+        (3, 12, "allreduce", "0")]  # steps 0-3, 3 buckets each: call 12 is step 4's first
+    assert analysis.exit_code == 1
+
+
+def test_two_ranks_a_slow_one_is_named(tmp_path):
+    analysis = analyse(trace_format.load(ddp_job(tmp_path, world=2, slow={0: 0.03})))
+    assert _verdicts(analysis) == {0: "culprit", 1: "ok"}
+
+
+def test_at_64_ranks_a_small_steady_delay_is_an_outlier_among_the_ranks(tmp_path):
+    # 3 ms late every step against 2 ms of noise per rank: others are last in most steps,
+    # so the sign test alone misses it; the spread of the ranks' medians does not
+    slow = analyse(trace_format.load(ddp_job(tmp_path / "slow", world=64, steps=20,
+                                             buckets=2, noise_s=0.002, slow={21: 0.003})))
+    assert [(r.rank, r.verdict) for r in slow.named] == [(21, "culprit")]
+    clean = analyse(trace_format.load(ddp_job(tmp_path / "clean", world=64, steps=20,
+                                              buckets=2, noise_s=0.002)))
+    assert clean.named == []
