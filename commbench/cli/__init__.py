@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from commbench.cli import history, locating, measuring, recording, replaying, tools
+from commbench.cli import ab, history, locating, measuring, recording, replaying, tools
 from commbench.core.errors import EXIT_OK, EXIT_USAGE, CommbenchError
 
 app = typer.Typer(
@@ -52,6 +52,7 @@ locating.register(app)
 recording.register(app)
 replaying.register(app)
 history.register(app)
+ab.register(app)
 
 
 def _plain_metavars(command) -> None:

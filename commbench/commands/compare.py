@@ -15,7 +15,8 @@ import math
 import sys
 from pathlib import Path
 
-from commbench.compare.familywise import DEFAULT_ALPHA, Gate, judge
+from commbench.compare.familywise import DEFAULT_ALPHA, judge
+from commbench.compare.gate import gate_failures, summary_lines
 from commbench.compare.runs import Comparison, compare_runs, parse_threshold
 from commbench.core.errors import EXIT_FINDING, EXIT_OK, CommbenchError, UsageError
 from commbench.results import load_run
@@ -77,24 +78,6 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
     return EXIT_OK
 
 
-def gate_failures(result: Comparison, gate: Gate, allow_partial: bool) -> list[str]:
-    """Why --fail-on-regression fails this comparison (none: it passes)."""
-    reasons = []
-    if gate.slower:
-        reasons.append(f"{gate.slower} row(s) slower after {gate.rule}'s correction over "
-                       f"{gate.rows} row(s) at alpha {gate.alpha * 100:g}%")
-    if result.incomplete and not allow_partial:
-        reasons.append(f"{'; '.join(result.incomplete)}: a partial or failed run cannot "
-                       "pass the gate (add --allow-partial to accept it)")
-    # A gap is no pass: rows kept apart were not compared, and sizes one side lacks were
-    # not measured (in a partial run that --allow-partial accepts, lacking is expected).
-    if result.apart:
-        reasons.append(f"{len(result.apart)} row group(s) kept apart, not compared")
-    if result.missing and not (allow_partial and result.incomplete):
-        reasons.append(f"{len(result.missing)} series lack sizes the other run has")
-    return reasons
-
-
 def _store_url(text: str) -> str:
     """A SQLAlchemy URL as given, or a plain path read as a SQLite file."""
     return text if "://" in text else f"sqlite:///{text}"
@@ -149,26 +132,6 @@ def _notes(runs, result: Comparison) -> list[str]:
     notes = [warning for run in runs for warning in run.warnings]
     notes += result.warnings + result.incomplete + result.apart + result.missing
     return notes
-
-
-def summary_lines(result: Comparison, threshold: float, metric: str, gate: Gate,
-                  source: str | None) -> list[str]:
-    """The verdict counts, the gate's rule and level and what it found, and the noise the
-    intervals rest on: one line each."""
-    from commbench.compare.noise import noise_line
-
-    counts = result.counts()
-    text = (f"{counts['slower']} slower, {counts['faster']} faster, {counts['noisy']} noisy, "
-            f"{counts['same']} same (threshold {threshold:.0%}, metric {metric})")
-    gaps = []
-    if result.apart:
-        gaps.append(f"{len(result.apart)} kind(s) of rows kept apart")
-    if result.missing:
-        gaps.append(f"{len(result.missing)} series with sizes missing")
-    if result.incomplete:
-        gaps.append("; ".join(result.incomplete))
-    text += f"; {'; '.join(gaps)}" if gaps else ""
-    return [text, gate.line(), noise_line(result.frame, source)]
 
 
 def run_locate_compare(paths: list[str], json_rows: bool, fail_on_regression: bool) -> int:
