@@ -109,9 +109,8 @@ def _history_noise(runs, result: Comparison, threshold: float, metric: str,
             raise UsageError("--noise-from needs a baseline and a new run (two folders)")
         return None
     base = runs[0]
-    rows = [{**row, "op": row["op"]} for row in result.frame.to_dict("records")]
     try:
-        found = past_medians(url, rows, str(base.meta.get("name") or base.path.name),
+        found = past_medians(url, result.frame.to_dict("records"), str(base.meta.get("name") or base.path.name),
                              [str(h) for h in base.meta.get("hosts") or []],
                              leave_out=[str(r.meta.get("name") or r.path.name)
                                         for r in runs[1:]])
