@@ -13,8 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).parents[2]
 GUIDE = ROOT / "docs" / "guides" / "ci-gate.md"
 
@@ -44,7 +42,6 @@ def cut_budget(line: str) -> str:
     return re.sub(r"--min-time \S+", "--min-time 0.05", line)
 
 
-@pytest.mark.core
 def test_the_recipe_runs_as_written(tmp_path):
     install, measure, compare = recipe_steps()
     # Install: the guide's line, from a checkout of this repository at its path.
