@@ -110,7 +110,8 @@ def _history_noise(runs, result: Comparison, threshold: float, metric: str,
         return None
     base = runs[0]
     try:
-        found = past_medians(url, result.frame.to_dict("records"), str(base.meta.get("name") or base.path.name),
+        found = past_medians(url, result.frame.to_dict("records"),
+                             str(base.meta.get("name") or base.path.name),
                              [str(h) for h in base.meta.get("hosts") or []],
                              leave_out=[str(r.meta.get("name") or r.path.name)
                                         for r in runs[1:]])

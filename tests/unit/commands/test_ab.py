@@ -86,6 +86,8 @@ def test_pairs_see_a_slowdown_that_the_launch_levels_hide():
     (record,) = frame.to_dict("records")
     assert record["verdict"] == "slower" and record["test"] == "paired t over 8 launch ratios"
     assert record["ratio"] == pytest.approx(1.25, rel=0.02)
+    assert record["new"] / record["baseline"] == pytest.approx(record["ratio"])  # one story
+    assert record["delta_us"] == pytest.approx(record["new"] - record["baseline"])
     gate = judge(frame, 0.01)
     assert gate.slower == 1 and not apart and not missing
 
