@@ -41,7 +41,7 @@ def pooled_table_lines(rows: list[dict], launches: int, width: int | None) -> li
         lines += layout.header()
         for row_cells in cells:
             lines += layout.row(row_cells)
-    return lines + tables.footer_lines(rows)
+    return [*lines, "", *tables.footer_lines(rows)]
 
 
 def print_pooled_table(rows: list[dict], launches: int) -> None:

@@ -17,7 +17,7 @@ def test_the_pooled_table_has_one_row_per_size_at_the_pooled_median():
     assert lines[1].startswith("# pooled over 3 launches")
     header = lines[3].split()
     assert header[-1] == "note" and "time" in header
-    body = [line for line in lines[5:] if not line.startswith("#")]
+    body = [line for line in lines[5:] if line and not line.startswith("#")]
     assert len(body) == 4 == len(rows) < len(run.rows)
     for line, row in zip(body, rows, strict=True):
         assert f"{row['lat_us_p50']:.1f}" in line.split()  # the pooled median, not a launch's
