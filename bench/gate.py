@@ -232,7 +232,11 @@ def study(state: Path, modes: list[str], runs: int, power_runs: int, factors: li
             t["mode"] == key[0] and t["factor"] == key[1] for t in done))
         index = sum(t["mode"] == mode and t["factor"] == factor for t in done)
         with ranks_lock():
-            found = trial[mode](scratch, index, factor, sizes)
+            try:
+                found = trial[mode](scratch, index, factor, sizes)
+            except RuntimeError as error:  # a launch that failed (a timeout under load): said,
+                print(f"trial {mode} {factor} failed: {error}", file=sys.stderr, flush=True)
+                continue  # not counted, and tried again
         with state.open("a") as handle:
             handle.write(json.dumps(found) + "\n")
         print(json.dumps(found), flush=True)
