@@ -1,17 +1,27 @@
-"""The CI gate measured: A/A false `slower` rate, power on planted proportional slowdowns, and
-how much of the A/A difference is between launches vs within one. Used by run_all.py (section
-`gate`) and runnable alone:
+"""The CI gate measured. Two parts:
 
-    .venv/bin/python bench/gate.py --pairs 10 --rounds 5 --min-time 1.5
+``study`` (issue 41): the gate as a user runs it, judged per run. For the recipe (two runs of
+``allreduce --repeat 5 --min-time 0.3``, then ``compare --fail-on-regression``) and for ``ab``
+(``ab --pairs 5 --fail-on-regression -- allreduce ... --min-time 0.3``): the A/A false failure
+rate per run (the gate exits 1 on nothing) and per row (a row reads ``slower``), each with its
+95 % (Wilson) interval, and the power at planted slowdowns of 1.1x, 1.25x and 1.5x
+(COMMBENCH_FAULT=slow=F inside the new side's ranks, engine/faults.py). Every trial takes the
+shared rank lock (/tmp/commbench-ranks.lock) for itself alone and appends its result to a
+JSONL state file, so a study runs in slices (``--minutes``) and resumes where it stopped;
+``report`` prints the figures of what the state holds, and only that:
 
-A/A: back-to-back runs of one command, each pair compared (base = the earlier run). Power: a
-baseline against a run whose every allreduce costs FACTOR times its own time inside the ranks
-(COMMBENCH_FAULT=slow=FACTOR, engine/faults.py), runs alternated so drift hits both sides.
+    .venv/bin/python bench/gate.py study --mode recipe ab --runs 30 --minutes 4
+    .venv/bin/python bench/gate.py report
+
+``gate()`` (run_all.py's section ``gate``): A/A pairs of back-to-back runs compared row by row,
+power on planted slowdowns, and how much of the A/A difference is between launches vs within
+one.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import math
 import os
@@ -20,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 PYTHON = sys.executable
@@ -111,7 +122,181 @@ def _aa_figures(aa: list[dict], runs: list[list[dict]], walls: list[float]) -> d
             "components": {str(k): v for k, v in components(runs).items()}}
 
 
+# ---- the study: the gate judged per run, as the recipe and ab run it -------------------------
+LOCK = "/tmp/commbench-ranks.lock"
+STATE = Path("results/bench/gate-study.jsonl")
+RECIPE_BUDGET = ("--repeat", "5", "--min-time", "0.3")
+AB_PAIRS = 5
+AB_BUDGET = ("--min-time", "0.3")
+FACTORS = (1.1, 1.25, 1.5)
+Z95 = 1.959963984540054
+
+
+@contextmanager
+def ranks_lock():
+    """The machine's one-multi-rank-run-at-a-time lock, held for one trial."""
+    with open(LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _fault(factor: float) -> str:
+    return f"COMMBENCH_FAULT=slow={factor}:*:allreduce"
+
+
+def _verdicts(stdout: str) -> tuple[list[dict], dict]:
+    *rows, summary = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    return rows, summary["summary"]
+
+
+def recipe_trial(scratch: Path, index: int, factor: float, sizes: str) -> dict:
+    """Two recipe runs (base, new; new slowed by ``factor`` unless 1), in alternated order,
+    then the recipe's compare --fail-on-regression."""
+    tag = f"recipe-{factor}-{index}-{time.time_ns()}"
+    order = [("base", None), ("new", factor if factor != 1 else None)]
+    if index % 2:
+        order.reverse()
+    started = time.perf_counter()
+    for side, slowed in order:
+        env = dict([_fault(slowed).split("=", 1)]) if slowed else {}
+        done = subprocess.run(
+            [PYTHON, "-m", "commbench", "allreduce", "--sizes", sizes, *RECIPE_BUDGET,
+             "--out", str(scratch), "--name", f"{tag}-{side}", "--quiet"],
+            capture_output=True, text=True, env={**os.environ, **env})
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr[-2000:])
+    gate_run = subprocess.run([PYTHON, "-m", "commbench", "compare", str(scratch / f"{tag}-base"),
+                               str(scratch / f"{tag}-new"), "--fail-on-regression", "--json"],
+                              capture_output=True, text=True)
+    rows, summary = _verdicts(gate_run.stdout)
+    return _trial("recipe", factor, sizes, gate_run.returncode, rows, summary,
+                  time.perf_counter() - started)
+
+
+def ab_trial(scratch: Path, index: int, factor: float, sizes: str) -> dict:
+    """One ab run of the same command on both sides (side B slowed by ``factor`` unless 1)."""
+    slowed = ["--env-b", _fault(factor)] if factor != 1 else []
+    started = time.perf_counter()
+    done = subprocess.run(
+        [PYTHON, "-m", "commbench", "ab", "--pairs", str(AB_PAIRS), *slowed,
+         "--fail-on-regression", "--json", "--out", str(scratch), "--name",
+         f"ab-{factor}-{index}-{time.time_ns()}", "--", "allreduce", "--sizes", sizes,
+         "--nproc", "2", *AB_BUDGET], capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise RuntimeError(done.stderr[-2000:])
+    rows, summary = _verdicts(done.stdout)
+    return _trial("ab", factor, sizes, done.returncode, rows, summary,
+                  time.perf_counter() - started)
+
+
+def _trial(mode: str, factor: float, sizes: str, code: int, rows: list[dict], summary: dict,
+           wall: float) -> dict:
+    return {"mode": mode, "factor": factor, "sizes": sizes, "failed": code == 1,
+            "rows": len(rows), "rows_slower": sum(r["verdict"] == "slower" for r in rows),
+            "rows_familywise": sum(r.get("familywise") == "slower" for r in rows),
+            "rows_noisy": sum(r["verdict"] == "noisy" for r in rows),
+            "ratios": [round(r["ratio"], 4) for r in rows], "wall_s": round(wall, 1),
+            "budget": " ".join(RECIPE_BUDGET) if mode == "recipe" else
+            f"--pairs {AB_PAIRS} {' '.join(AB_BUDGET)}", "when": time.strftime("%H:%M"),
+            "load": round(os.getloadavg()[0], 2)}
+
+
+def _read_state(state: Path) -> list[dict]:
+    if not state.exists():
+        return []
+    return [json.loads(line) for line in state.read_text().splitlines() if line.strip()]
+
+
+def study(state: Path, modes: list[str], runs: int, power_runs: int, factors: list[float],
+          minutes: float, sizes: str) -> None:
+    """Trials until each (mode, factor) has its count, or ``minutes`` have passed; the lock
+    is taken per trial, so other users' runs go between them."""
+    deadline = time.monotonic() + 60 * minutes
+    scratch = Path(tempfile.mkdtemp(prefix="commbench-gate-study-"))
+    state.parent.mkdir(parents=True, exist_ok=True)
+    trial = {"recipe": recipe_trial, "ab": ab_trial}
+    wanted = [(mode, factor, runs if factor == 1 else power_runs)
+              for factor in (1.0, *factors) for mode in modes]
+    while time.monotonic() < deadline:
+        done = _read_state(state)
+        todo = [(mode, factor) for mode, factor, count in wanted
+                if sum(t["mode"] == mode and t["factor"] == factor and t["sizes"] == sizes
+                       for t in done) < count]
+        if not todo:
+            break
+        # the (mode, factor) with the fewest trials first: a short slice samples them all
+        mode, factor = min(todo, key=lambda key: sum(
+            t["mode"] == key[0] and t["factor"] == key[1] for t in done))
+        index = sum(t["mode"] == mode and t["factor"] == factor for t in done)
+        with ranks_lock():
+            try:
+                found = trial[mode](scratch, index, factor, sizes)
+            except RuntimeError as error:  # a launch that failed (a timeout under load): said,
+                print(f"trial {mode} {factor} failed: {error}", file=sys.stderr, flush=True)
+                continue  # not counted, and tried again
+        with state.open("a") as handle:
+            handle.write(json.dumps(found) + "\n")
+        print(json.dumps(found), flush=True)
+
+
+def wilson(hits: int, total: int) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a rate."""
+    if total == 0:
+        return float("nan"), float("nan")
+    rate = hits / total
+    scale = 1 + Z95 ** 2 / total
+    centre = (rate + Z95 ** 2 / (2 * total)) / scale
+    half = Z95 * math.sqrt(rate * (1 - rate) / total + Z95 ** 2 / (4 * total ** 2)) / scale
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def report(state: Path) -> list[dict]:
+    """Per mode, budget, sizes and factor: runs failed and rows slower, with intervals."""
+    groups: dict[tuple, list[dict]] = {}
+    for found in _read_state(state):
+        groups.setdefault((found["mode"], found["budget"], found["sizes"], found["factor"]),
+                          []).append(found)
+    figures = []
+    for (mode, budget, sizes, factor), trials in sorted(groups.items()):
+        failed = sum(t["failed"] for t in trials)
+        rows = sum(t["rows"] for t in trials)
+        slower = sum(t["rows_slower"] for t in trials)
+        figures.append({
+            "mode": mode, "budget": budget, "sizes": sizes, "factor": factor,
+            "runs": len(trials), "runs_failed": failed,
+            "runs_failed_ci95": [round(v, 3) for v in wilson(failed, len(trials))],
+            "rows": rows, "rows_slower": slower,
+            "rows_slower_ci95": [round(v, 3) for v in wilson(slower, rows)],
+            "rows_noisy": sum(t["rows_noisy"] for t in trials),
+            "median_ratio": statistics.median(r for t in trials for r in t["ratios"]),
+            "wall_s_median": statistics.median(t["wall_s"] for t in trials),
+            "load_range": [min(t["load"] for t in trials), max(t["load"] for t in trials)]})
+    return figures
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("study", "report"):
+        parser = argparse.ArgumentParser(description=__doc__)
+        parser.add_argument("part", choices=("study", "report"))
+        parser.add_argument("--state", type=Path, default=STATE)
+        parser.add_argument("--mode", nargs="+", choices=("recipe", "ab"),
+                            default=["recipe", "ab"])
+        parser.add_argument("--runs", type=int, default=30, help="A/A runs per mode")
+        parser.add_argument("--power-runs", type=int, default=30)
+        parser.add_argument("--factors", type=float, nargs="*", default=list(FACTORS))
+        parser.add_argument("--minutes", type=float, default=4.0, help="this slice's length")
+        parser.add_argument("--sizes", default=SIZES)
+        args = parser.parse_args(argv)
+        if args.part == "study":
+            study(args.state, args.mode, args.runs, args.power_runs, args.factors,
+                  args.minutes, args.sizes)
+        for figure in report(args.state):
+            print(json.dumps(figure))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--power-pairs", type=int, default=5)

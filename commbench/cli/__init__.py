@@ -13,6 +13,7 @@ import sys
 import typer
 
 from commbench.cli import (
+    ab,
     history,
     locating,
     measuring,
@@ -61,6 +62,7 @@ recording.register(app)
 replaying.register(app)
 history.register(app)
 stragglers.register(app)
+ab.register(app)
 
 
 def _plain_metavars(command) -> None:

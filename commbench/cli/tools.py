@@ -38,8 +38,8 @@ def register(app: typer.Typer) -> None:
             None, "--sizes", "-s", help="Only these sizes or ranges, e.g. 1M-1G."
         ),
         fail_on_regression: bool = typer.Option(
-            False, "--fail-on-regression", help="Exit 1 when any row is slower, or a run is "
-            "partial or failed."
+            False, "--fail-on-regression", help="Exit 1 when a row is slower family-wise "
+            "(see --alpha), or a run is partial or failed."
         ),
         allow_partial: bool = typer.Option(
             False, "--allow-partial", help="With --fail-on-regression: accept a partial run."
@@ -51,6 +51,15 @@ def register(app: typer.Typer) -> None:
         out: Optional[str] = typer.Option(  # noqa: UP045
             None, "--out", help="Folder for the overlay and ratio plots (default: none)."
         ),
+        alpha: str = typer.Option(
+            "1%", "--alpha", help="Family-wise level of the gate: --fail-on-regression fails "
+            "only on slower rows that survive Holm's correction over the rows compared."
+        ),
+        noise_from: Optional[str] = typer.Option(  # noqa: UP045
+            None, "--noise-from", help="A history store (URL or SQLite file): widen each "
+            "ratio's interval by the run-to-run spread of its series (at least 5 past runs; "
+            "default: the --history store the baseline was added to, if any)."
+        ),
     ) -> None:
         """Compare runs: baseline, new, ratio and a verdict per (op, backend, size). A row is slower
         only beyond --threshold AND when the 95% interval of the ratio of medians (a bootstrap
@@ -58,9 +67,11 @@ def register(app: typer.Typer) -> None:
         with an interval that reaches 1 it is noisy. Rows that measured different things
         (reduce op, in-place, root, rank-time, mesh dim ...) are kept apart and named."""
         from commbench.commands.compare import run_compare
+        from commbench.compare.familywise import parse_alpha
 
         raise typer.Exit(run_compare(runs, threshold, metric, sizes, fail_on_regression, markdown,
-                                     json_rows, out, allow_partial))
+                                     json_rows, out, allow_partial, parse_alpha(alpha),
+                                     noise_from))
 
     @app.command("report")
     def report(

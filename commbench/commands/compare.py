@@ -2,7 +2,10 @@
 
 A CI gate must never pass on a gap it did not see: rows kept apart, sizes one run lacks and a
 partial or failed run are all named, and --fail-on-regression fails on a partial or failed run
-unless --allow-partial says that is expected.
+unless --allow-partial says that is expected. The gate is judged per run: it fails only on
+slower rows that survive Holm's correction at --alpha (compare.familywise), and each row's
+interval is widened by its series' run-to-run spread when a history store is named
+(--noise-from, or the --history the baseline was stored in: compare.noise).
 """
 
 from __future__ import annotations
@@ -12,19 +15,18 @@ import math
 import sys
 from pathlib import Path
 
+from commbench.compare.familywise import DEFAULT_ALPHA, judge
+from commbench.compare.gate import gate_failures, summary_lines
 from commbench.compare.runs import Comparison, compare_runs, parse_threshold
-from commbench.core.errors import EXIT_FINDING, EXIT_OK, UsageError
+from commbench.core.errors import EXIT_FINDING, EXIT_OK, CommbenchError, UsageError
 from commbench.results import load_run
-
-STYLES = {"slower": "red", "faster": "green", "noisy": "yellow"}
 
 
 def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str | None,
                 fail_on_regression: bool, markdown: str | None, json_rows: bool,
-                out: str | None, allow_partial: bool = False) -> int:
-    from commbench.output import console as tables
-    from commbench.output.comparison import table_records
-    from commbench.output.tables import Layout
+                out: str | None, allow_partial: bool = False, alpha: float = DEFAULT_ALPHA,
+                noise_from: str | None = None) -> int:
+    from commbench.output import gate as shown
     from commbench.results.locate import is_locate_run
 
     if paths and all(is_locate_run(path) for path in paths):  # locate runs: per entity
@@ -33,120 +35,103 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
     threshold = parse_threshold(threshold_text)
     runs = [load_run(path) for path in paths]
     result = compare_runs(runs, metric, threshold, sizes)
+    source = _history_noise(runs, result, threshold, metric, noise_from)
+    if "noise" not in result.frame:  # --json and compare.json name the noise of every row
+        result.frame["noise"], result.frame["run_spread"] = "within-run", None
+    gate = judge(result.frame, alpha)
     notes = _notes(runs, result)
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
-    columns, rows = with_ratio_interval(*table_records(result.frame, metric),
-                                        result.frame)
-    summary = _summary(result, threshold, metric)
+    columns, rows = shown.gate_table(result.frame, metric, alpha)
+    lines = summary_lines(result, threshold, metric, gate, source)
+    summary = {**result.counts(), "threshold": threshold, "metric": metric, "alpha": alpha,
+               "rule": gate.rule, "familywise_slower": gate.slower, "noise": lines[-1],
+               "noise_from": source, "kept_apart": result.apart, "missing": result.missing,
+               "incomplete": result.incomplete, "warnings": result.warnings}
     if json_rows:
-        for record in result.frame.to_dict("records"):
-            print(json.dumps({k: _plain(v) for k, v in record.items()}))
-        print(json.dumps({"summary": {**result.counts(), "threshold": threshold,
-                                      "metric": metric, "kept_apart": result.apart,
-                                      "missing": result.missing,
-                                      "incomplete": result.incomplete,
-                                      "warnings": result.warnings}}))
+        shown.print_json(result.frame, summary)
     else:
-        console = tables.make_console()
+        header = None
         if result.sources:
             base, new = result.sources
             overhead = (f" (run on the same machine: the overhead of torch.distributed over "
                         f"{base})" if new == "commbench" else "")
-            console.print(f"{new} vs {base}: ratio = {new} / {base}; delta = the "
-                          f"microseconds {new} adds per call{overhead}", markup=False)
-        layout = Layout(columns, rows, tables.terminal_width())
-        for line in layout.header():
-            console.print(line, style="bold", markup=False, highlight=False, soft_wrap=True)
-        verdict = [c.name for c in columns].index("verdict")
-        for cells in rows:
-            for line in layout.row(cells):
-                console.print(line, style=STYLES.get(cells[verdict]), markup=False,
-                              highlight=False, soft_wrap=True)
-        console.print(summary, markup=False, soft_wrap=True)
+            header = (f"{new} vs {base}: ratio = {new} / {base}; delta = the microseconds "
+                      f"{new} adds per call{overhead}")
+        shown.print_table(columns, rows, lines, header)
     if markdown:
-        _append_markdown(markdown, columns, rows, summary, notes)
+        shown.append_markdown(markdown, "commbench compare", columns, rows, lines, notes)
     if out:
         from commbench.output.report import overlay_plots
 
         try:
             Path(out).mkdir(parents=True, exist_ok=True)
+            shown.write_json(Path(out) / "compare.json", result.frame, summary)
             overlay_plots(runs, Path(out), result.frame, threshold, metric)
         except OSError as error:
             raise UsageError(f"cannot write --out {out}: {error.strerror or error}") from None
     if fail_on_regression:
-        reasons = []
-        if result.counts()["slower"]:
-            reasons.append(f"{result.counts()['slower']} row(s) slower")
-        if result.incomplete and not allow_partial:
-            reasons.append(f"{'; '.join(result.incomplete)}: a partial or failed run cannot "
-                           "pass the gate (add --allow-partial to accept it)")
-        # A gap is no pass: rows kept apart were not compared, and sizes one side lacks were
-        # not measured (in a partial run that --allow-partial accepts, lacking is expected).
-        if result.apart:
-            reasons.append(f"{len(result.apart)} row group(s) kept apart, not compared")
-        if result.missing and not (allow_partial and result.incomplete):
-            reasons.append(f"{len(result.missing)} series lack sizes the other run has")
+        reasons = gate_failures(result, gate, allow_partial)
         if reasons:
             print(f"error: {'; '.join(reasons)}", file=sys.stderr)
             return EXIT_FINDING
     return EXIT_OK
 
 
-def with_ratio_interval(columns, rows, frame):
-    """The table's columns with the ratio's 95 % interval after the ratio (the verdict's
-    evidence: slower needs all of it above 1)."""
-    from commbench.output.tables import Column
+def _store_url(text: str) -> str:
+    """A SQLAlchemy URL as given, or a plain path read as a SQLite file."""
+    return text if "://" in text else f"sqlite:///{text}"
 
-    at = [c.name for c in columns].index("ratio") + 1
-    cells = [f"{lo:.2f}-{hi:.2f}" if lo == lo and hi == hi else "-"
-             for lo, hi in zip(frame["ratio_lo"], frame["ratio_hi"], strict=True)]
-    columns = [*columns[:at], Column("ratio CI", "95%", drop=2), *columns[at:]]
-    return columns, [[*row[:at], cell, *row[at:]] for row, cell in zip(rows, cells, strict=True)]
+
+def _history_of(run) -> str | None:
+    """The --history URL the run was stored with (its command line), if any."""
+    line = [str(part) for part in run.meta.get("command_line") or []]
+    for index, part in enumerate(line):
+        if part == "--history" and index + 1 < len(line):
+            return line[index + 1]
+        if part.startswith("--history="):
+            return part.split("=", 1)[1]
+    return None
+
+
+def _history_noise(runs, result: Comparison, threshold: float, metric: str,
+                   noise_from: str | None) -> str | None:
+    """Widen the intervals by the baseline's series' spread in a history store: the one
+    --noise-from names (its errors are the user's: exit 2 or 3), else the one the baseline
+    was stored in with --history (where it cannot be read, within-run noise and a warning).
+    Returns the store used, or None."""
+    from commbench.compare.noise import apply_run_spread, robust_log_spread
+    from commbench.history.spread import past_medians
+
+    url = _store_url(noise_from) if noise_from else _history_of(runs[0])
+    if url is None or len(runs) < 2:
+        if noise_from:
+            raise UsageError("--noise-from needs a baseline and a new run (two folders)")
+        return None
+    base = runs[0]
+    try:
+        found = past_medians(url, result.frame.to_dict("records"),
+                             str(base.meta.get("name") or base.path.name),
+                             [str(h) for h in base.meta.get("hosts") or []],
+                             leave_out=[str(r.meta.get("name") or r.path.name)
+                                        for r in runs[1:]])
+    except CommbenchError as error:
+        if noise_from:
+            raise
+        result.warnings.append(f"the baseline's --history store {url} cannot be read "
+                               f"({error}): within-run noise only")
+        return None
+    if found.note:
+        result.warnings.append(found.note)
+    apply_run_spread(result.frame, [robust_log_spread(m) for m in found.medians], threshold,
+                     metric, url)
+    return url
 
 
 def _notes(runs, result: Comparison) -> list[str]:
     notes = [warning for run in runs for warning in run.warnings]
     notes += result.warnings + result.incomplete + result.apart + result.missing
     return notes
-
-
-def _summary(result: Comparison, threshold: float, metric: str) -> str:
-    counts = result.counts()
-    text = (f"{counts['slower']} slower, {counts['faster']} faster, {counts['noisy']} noisy, "
-            f"{counts['same']} same (threshold {threshold:.0%}, metric {metric})")
-    gaps = []
-    if result.apart:
-        gaps.append(f"{len(result.apart)} kind(s) of rows kept apart")
-    if result.missing:
-        gaps.append(f"{len(result.missing)} series with sizes missing")
-    if result.incomplete:
-        gaps.append("; ".join(result.incomplete))
-    return text + (f"; {'; '.join(gaps)}" if gaps else "")
-
-
-def _append_markdown(path: str, columns, rows, summary: str, notes: list[str]) -> None:
-    from commbench.output.markdown import markdown_table
-    from commbench.output.tables import headers_of
-
-    text = "## commbench compare\n\n" + markdown_table(headers_of(columns), rows)
-    text += f"\n\n{summary}\n"
-    if notes:
-        text += "\n" + "\n".join(f"- {note}" for note in notes) + "\n"
-    try:
-        with open(path, "a") as handle:
-            handle.write(text + "\n")
-    except OSError as error:
-        raise UsageError(f"cannot write --markdown {path}: {error.strerror}") from None
-
-
-def _plain(value):
-    """JSON-friendly: numpy scalars as Python values, NaN as null."""
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and value != value:
-        return None
-    return value
 
 
 def run_locate_compare(paths: list[str], json_rows: bool, fail_on_regression: bool) -> int:

@@ -227,6 +227,9 @@ def _show(run, output: OutputSpec) -> int:
     wrong = sum(int(row.get("wrong", 0)) for row in rows)
     for line in slow_groups(rows):
         say(f"warning: {line}")
+    if len(rows) < len(run.rows) and not output.json_rows:  # --repeat: what compare judges
+        from commbench.output.pooled import print_pooled_table
+        print_pooled_table(rows, int(run.meta.get("repeat") or 0))
     if rows:  # --json keeps stderr: only stdout is for the JSON lines
         notes = unstable_notes(rows_frame(rows))
         if notes:

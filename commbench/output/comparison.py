@@ -27,7 +27,7 @@ def compare_columns(metric: str) -> list[Column]:
         Column("ratio", width=5),
         Column("delta", "us", drop=1),
         Column("verdict", width=7, left=True),
-        Column("", left=True),  # 'unstable': the reason a verdict is noisy
+        Column("note", left=True),  # 'unstable': the reason a verdict is noisy
         Column("candidate", drop=6, left=True),
     ]
 

@@ -30,7 +30,7 @@ SWEEP = [
 ]
 GROUP = Column("group", width=5, drop=1)
 BACKEND = Column("backend", width=7, drop=1, left=True)
-NOTE = Column("", width=8, drop=5, left=True)  # 'unstable': kept at 80 columns
+NOTE = Column("note", width=8, drop=5, left=True)  # 'unstable': kept at 80 columns
 # --per-call: over every single call (core.percall)
 PER_CALL = [
     Column("p95", "us", width=9, drop=5),

@@ -122,11 +122,16 @@ def compare_json(args, capsys):
 def test_a_copy_one_and_a_half_times_slower_is_slower_wherever_its_interval_allows(
         tmp_path, capsys, fixture):
     """Every size whose two intervals do not overlap at 1.5x (the shift is wider than the
-    spread) is slower, the gate fails, and the reverse is faster; on the noisy fixtures (8
-    samples, sigma 0.35, intervals +-50 %) some sizes are, too."""
+    spread) is slower, and the reverse is faster; on the noisy fixtures (8 samples, sigma
+    0.35, intervals +-50 %) some sizes are, too. The gate fails on the steady fixture; on the
+    noisy ones its rows are slower one by one, and it fails exactly when one of them survives
+    Holm's correction over the 8 rows (none does at intervals this wide)."""
     slow = scaled(tmp_path, "slow", fixture, 1.5)
     code, rows, summary = compare_json([fx(fixture), slow, "--fail-on-regression"], capsys)
-    assert code == 1 and summary["slower"] >= 3 and summary["faster"] == 0
+    assert summary["slower"] >= 3 and summary["faster"] == 0
+    assert code == (1 if summary["familywise_slower"] else 0)
+    if fixture == "base":
+        assert code == 1
     for r in rows:
         assert r["ratio"] == pytest.approx(1.5)
         assert r["test"].startswith("bootstrap ratio of medians")

@@ -11,7 +11,7 @@ from commbench.output.tables import Layout, render
 
 # Every other op's sweep table, as it was before alltoallv had columns of its own.
 PLAIN_HEADERS = ["size (B)", "count (elements)", "type", "time (us)", "algbw (GB/s)",
-                 "busbw (GB/s)", "#wrong", "p99 (us)", "skew (%)", ""]
+                 "busbw (GB/s)", "#wrong", "p99 (us)", "skew (%)", "note"]
 
 
 def _row(**fields) -> dict:
