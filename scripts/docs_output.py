@@ -325,14 +325,23 @@ def _check_blocks(found: list[Block], cwd: Path) -> list[tuple[Block, list[str],
 
 def _cut(old: list[str], new: list[str]) -> list[str]:
     """``new`` cut where ``old`` was: as many lines before the first '...' and after the last
-    as ``old`` kept."""
+    as ``old`` kept, and a piece ``old`` kept between two cuts from where its first line (its
+    words, numbers masked) is in ``new``."""
     cuts = [i for i, line in enumerate(old) if line.strip() == "..."]
     if not cuts:
         return new
     head, tail = cuts[0], len(old) - cuts[-1] - 1
     if head + tail >= len(new):
         return new
-    return [*new[:head], "...", *(new[len(new) - tail:] if tail else [])]
+    kept = [*new[:head], "..."]
+    searched = [normal(line) for line in new]
+    for start, end in zip(cuts, cuts[1:], strict=False):
+        piece = old[start + 1:end]
+        at = next((i for i in range(head, len(new) - tail)
+                   if piece and searched[i] == normal(piece[0])), None)
+        if at is not None:
+            kept += [*new[at:at + len(piece)], "..."]
+    return [*kept, *(new[len(new) - tail:] if tail else [])]
 
 
 def rewrite(block: Block, output: str, stamp: str) -> list[str]:
@@ -350,7 +359,7 @@ def rewrite(block: Block, output: str, stamp: str) -> list[str]:
         body = [*shown, *_cut(old_output, out_lines)]
     check = f" | check: {block.check}" if block.check else ""
     mark = f"<!-- made-by: {block.command} | run: {stamp}{check} -->"
-    return [mark, block.fence, *body, block.fence]
+    return [mark, block.fence, *body, FENCE.match(block.fence).group(1)]
 
 
 def write(paths: list[Path], match: str | None) -> int:
@@ -367,9 +376,10 @@ def write(paths: list[Path], match: str | None) -> int:
             parts = steps(block.command)
             if len(parts) == 1:
                 output = run_shell(parts[0], ROOT)
-            else:  # each step's $ line, then what it printed
-                output = "\n".join(f"$ {step}\n" + run_shell(step, ROOT).rstrip("\n")
-                                    for step in parts)
+            else:  # in one shell (echo $? reads the step before): each $ line, its output
+                output = run_shell("\n".join(
+                    f"s=$?; printf '%s\\n' {shlex.quote('$ ' + step)}; (exit $s); {step}"
+                    for step in parts), ROOT)
             made.append((block, rewrite(block, output, stamp)))
         for block, new in reversed(made):  # from the end: the indices above stay valid
             lines[block.mark_line:block.mark_line + 2 + len(block.body) + 1] = new
