@@ -176,14 +176,16 @@ def _value_options(args: list[str], names: tuple[str, ...]) -> list[str]:
 
 
 def shrink(args: list[str]) -> list[str]:
-    """A measuring command at its smallest: the first size, 2 iterations, no warm-up, no
-    --min-time; the columns and titles do not depend on how long a size is timed."""
+    """A measuring command at its smallest: its first and last sizes (a fit read from the run
+    needs two), 2 iterations, no warm-up, no --min-time; the columns and titles do not depend
+    on how long a size is timed."""
     if not args or args[0] not in MEASURING:
         return args
     first = None
     for i, arg in enumerate(args[:-1]):
         if arg in ("--sizes", "-s"):
-            first = re.split(r"[,\-]", args[i + 1])[0]
+            ends = re.split(r"[,\-]", args[i + 1])
+            first = ",".join(dict.fromkeys((ends[0], ends[-1])))
     args = _value_options(args, ("--min-time", "-n", "--iters", "-w", "--warmup", "--out"))
     if first is not None:
         args = [*_value_options(args, ("--sizes", "-s")), "--sizes", first]
@@ -279,7 +281,7 @@ def check_output(block: Block, cwd: Path) -> str:
             outputs.append(run_shell(command, cwd, timeout=300))
             continue
         env, args = split
-        outputs.append(run_here(env, shrink(args) if block.check is None else args, cwd))
+        outputs.append(run_here(env, shrink(args), cwd))
     return "\n".join(outputs)
 
 

@@ -54,7 +54,8 @@ def test_a_renamed_column_makes_the_block_stale_and_new_numbers_do_not(tmp_path)
 def test_a_measuring_command_is_shrunk_and_others_are_not():
     shrink = docs_output.shrink
     assert shrink(["allreduce", "--sizes", "8-64M", "--min-time", "0.5", "--name", "a"]) == [
-        "allreduce", "--name", "a", "--sizes", "8", "-n", "2", "-w", "0", "--force"]
+        "allreduce", "--name", "a", "--sizes", "8,64M", "-n", "2", "-w", "0", "--force"]
+    assert shrink(["p2p", "--sizes", "1K"])[1:3] == ["--sizes", "1K"]
     assert shrink(["allreduce", "-b", "8", "-e", "128K", "-n", "200"]) == [
         "allreduce", "-b", "8", "-e", "8", "-n", "2", "-w", "0"]
     assert shrink(["compare", "a", "b"]) == ["compare", "a", "b"]
