@@ -229,7 +229,12 @@ def run_here(env: dict[str, str], args: list[str], cwd: Path) -> str:
     os.chdir(cwd)
     try:
         with _captured() as text, contextlib.suppress(SystemExit):
-            main(args)
+            try:
+                main(args)
+            except Exception:  # a crash is a block whose command prints nothing it showed
+                import traceback
+
+                traceback.print_exc()
     finally:
         os.chdir(before)
         for name, value in old.items():
