@@ -340,8 +340,19 @@ def _cut(old: list[str], new: list[str]) -> list[str]:
     head, tail = cuts[0], len(old) - cuts[-1] - 1
     if head + tail >= len(new):
         return new
-    kept = [*new[:head], "..."]
     searched = [normal(line) for line in new]
+    # where the old cut fell, found again by the lines around it (their words; numbers are
+    # masked): the head as long as before from where the old first line now is (lines the
+    # command now prints above it shift it), the tail from the old tail's first line to the
+    # end; counts where a line is not found
+    if head:
+        first = next((i for i, text in enumerate(searched) if text == normal(old[0])), 0)
+        head = min(first + head, len(new))
+    if tail:
+        found = next((i for i in range(len(new) - 1, head - 1, -1)
+                      if searched[i] == normal(old[cuts[-1] + 1])), None)
+        tail = tail if found is None else len(new) - found
+    kept = [*new[:head], "..."]
     for start, end in zip(cuts, cuts[1:], strict=False):
         piece = old[start + 1:end]
         at = next((i for i in range(head, len(new) - tail)
@@ -352,7 +363,7 @@ def _cut(old: list[str], new: list[str]) -> list[str]:
 
 
 def rewrite(block: Block, output: str, stamp: str) -> list[str]:
-    out_lines = output.rstrip("\n").splitlines()
+    out_lines = [line.rstrip() for line in output.rstrip("\n").splitlines()]
     prompts = sorted(_prompt_lines(block.body))
     if len(steps(block.command)) > 1 or (out_lines and out_lines[0].startswith("$ ")):
         body = _cut(block.body, out_lines)
