@@ -109,6 +109,8 @@ def is_heading(line: str) -> bool:
     text = line.strip()
     if text.startswith("# "):
         return True
+    if "│" in text:  # a rich table's body row (its header row is ruled with ┃)
+        return False
     if not re.search(r"[A-Za-z]", text) and "(" not in text:
         return False
     cells = [c for c in re.split(r"\s{2,}", BOX.sub("  ", text).strip()) if c]
@@ -175,14 +177,14 @@ def _value_options(args: list[str], names: tuple[str, ...]) -> list[str]:
     return out
 
 
-def shrink(args: list[str]) -> list[str]:
+def shrink(args: list[str], keep_sizes: bool = False) -> list[str]:
     """A measuring command at its smallest: its first and last sizes (a fit read from the run
     needs two), 2 iterations, no warm-up, no --min-time; the columns and titles do not depend
     on how long a size is timed."""
     if not args or args[0] not in MEASURING:
         return args
     first = None
-    for i, arg in enumerate(args[:-1]):
+    for i, arg in enumerate([] if keep_sizes else args[:-1]):
         if arg in ("--sizes", "-s"):
             ends = re.split(r"[,\-]", args[i + 1])
             first = ",".join(dict.fromkeys((ends[0], ends[-1])))
@@ -192,7 +194,7 @@ def shrink(args: list[str]) -> list[str]:
     elif "-b" in args:
         begin = args[args.index("-b") + 1]
         args = [*_value_options(args, ("-b", "-e")), "-b", begin, "-e", begin]
-    elif args[0] not in ("barrier",):
+    elif args[0] not in ("barrier",) and not keep_sizes:
         args = [*args, "--sizes", "8"]
     return [*args, "-n", "2", "-w", "0", *(["--force"] if "--name" in args else [])]
 
@@ -224,8 +226,8 @@ def run_here(env: dict[str, str], args: list[str], cwd: Path) -> str:
     """``commbench ARGS`` in this process (ranks forked from it), its output."""
     from commbench.cli import main
 
-    before, old = os.getcwd(), {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
+    before, saved = os.getcwd(), dict(os.environ)  # a command may set variables (gloo's
+    os.environ.update(env)                           # interface): none leaks into the next
     os.chdir(cwd)
     try:
         with _captured() as text, contextlib.suppress(SystemExit):
@@ -237,11 +239,8 @@ def run_here(env: dict[str, str], args: list[str], cwd: Path) -> str:
                 traceback.print_exc()
     finally:
         os.chdir(before)
-        for name, value in old.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        os.environ.clear()
+        os.environ.update(saved)
     return text[0]
 
 
@@ -286,7 +285,8 @@ def check_output(block: Block, cwd: Path) -> str:
             outputs.append(run_shell(command, cwd, timeout=300))
             continue
         env, args = split
-        outputs.append(run_here(env, shrink(args), cwd))
+        # a check: command's sizes are chosen for it (a fit needs 4); others' are shrunk
+        outputs.append(run_here(env, shrink(args, keep_sizes=block.check is not None), cwd))
     return "\n".join(outputs)
 
 
