@@ -114,9 +114,11 @@ def fidelity(scratch: Path, pairs: int, seconds: float,
                     for row in thin(op, sizes, seconds, rounds=FIDELITY_ROUNDS):
                         theirs.setdefault(row["size_bytes"], []).append(row["rounds_median_us"])
                 else:
+                    # --rank-time avg for every op, alltoallv's default (max) included: the
+                    # loop reports its ranks' average, so both sides are the same figure
                     rows, _, _ = commbench(
                         [*command, "--sizes", sizes, "--min-time", str(seconds), "--rounds",
-                         str(FIDELITY_ROUNDS), "--no-check"],
+                         str(FIDELITY_ROUNDS), "--no-check", "--rank-time", "avg"],
                         scratch, f"fidelity-{op}-{index}")
                     for row in rows:
                         ours.setdefault(row["size_bytes"], []).append(

@@ -217,7 +217,7 @@ def _all_rows_measured(path: Path) -> bool:
 
 def _show(run, output: OutputSpec) -> int:
     """After the live table: what to distrust, where the files are, and the exit code."""
-    from commbench.core.stats import UNSTABLE_ADVICE
+    from commbench.core.stats import unstable_advice
     from commbench.measure.groups import slow_groups
     from commbench.output.console import say, to_devnull, unstable_notes
     from commbench.results import rows_frame
@@ -229,11 +229,13 @@ def _show(run, output: OutputSpec) -> int:
         say(f"warning: {line}")
     if len(rows) < len(run.rows) and not output.json_rows:  # --repeat: what compare judges
         from commbench.output.pooled import print_pooled_table
+
         print_pooled_table(rows, int(run.meta.get("repeat") or 0))
     if rows:  # --json keeps stderr: only stdout is for the JSON lines
         notes = unstable_notes(rows_frame(rows))
         if notes:
-            say(f"warning: {len(notes)} of {len(rows)} {UNSTABLE_ADVICE}:")
+            advice = unstable_advice(run.meta.get("config"))
+            say(f"warning: {len(notes)} of {len(rows)} {advice}:")
             for note in notes[:SHOWN_NOTES]:
                 say(note, indent="  ")
             if len(notes) > SHOWN_NOTES:

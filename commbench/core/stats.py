@@ -163,10 +163,17 @@ def instability(p50: float, p90: float, ci_lo: float, ci_hi: float) -> str:
     return "; ".join(reasons)
 
 
-UNSTABLE_ADVICE = (
-    "rows are unstable: rerun with a larger --min-time or --rounds, or on an idle machine; "
-    "compare's intervals are wide for them"
-)
+def unstable_advice(config: dict | None = None) -> str:
+    """What to rerun unstable rows with, for the run's ``config`` (run.json's): where
+    -n/--iters fixed the iterations, --min-time changes nothing, so more iterations are what
+    applies; otherwise a longer --min-time."""
+    fixed = bool(config) and config.get("iters") is not None
+    longer = "more -n/--iters" if fixed else "a larger --min-time"
+    return (f"rows are unstable: rerun with {longer} or --rounds, or on an idle machine; "
+            "compare's intervals are wide for them")
+
+
+UNSTABLE_ADVICE = unstable_advice()  # a run timed by --min-time (the default)
 
 
 # ---- the interval of a ratio of medians, for compare ------------------------------------------

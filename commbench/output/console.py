@@ -13,7 +13,7 @@ from commbench.core.percall import SPIKE_RATIO
 from commbench.core.sizes import format_size
 from commbench.core.streams import to_devnull
 from commbench.output.tables import Column, headers_of
-from commbench.results.schema import is_combined, op_label
+from commbench.results.schema import CUT_SHORT, is_combined, op_label
 
 # The sweep table. ``drop``: the order in which columns go when the terminal is narrow
 # (count and type first: the title line names the dtype).
@@ -215,7 +215,7 @@ def sweep_row(record: dict, per_group: bool, several: bool, reference: float | N
         cells.append(f"{record['lat_us_p50'] / reference:.2f}x" if reference else "-")
     rate = record.get("msg_rate") or 0  # p2p mbw_mr: messages/s over every pair, as OSU's
     notes = [f"{rate:,.0f} msg/s" if rate > 0 else "", "unstable" if record.get("unstable")
-             else ""]
+             else "", "cut short" if record.get("validation") == CUT_SHORT else ""]
     return [*cells, " ".join(note for note in notes if note)]
 
 
@@ -333,6 +333,10 @@ def footer_lines(records: list[dict]) -> list[str]:
         lines.append(f"# Avg bus bandwidth    : {sum(values) / len(values):.3f} GB/s{which}")
     if not tables:
         lines.append("# Avg bus bandwidth    : N/A (no data moved)")
+    cut = sum(r.get("validation") == CUT_SHORT for r in records)
+    if cut:  # kept from a stopped run (Ctrl-C, a failed rank): docs/reference/exit-codes.md
+        lines.append(f"# Cut short            : {cut} row(s) from the blocks timed before the "
+                     "run stopped, never verified (#wrong N/A), p99 over blocks")
     return lines + straggler_lines(records)
 
 

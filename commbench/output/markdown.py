@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commbench.core.stats import UNSTABLE_ADVICE
+from commbench.core.stats import unstable_advice
 from commbench.output.baselines import ASYNC_COLUMNS, async_figures, side_by_side
 from commbench.output.baselines import COLUMNS as BASELINE_COLUMNS
 from commbench.output.console import footer_lines, table_groups, unstable_notes
@@ -39,6 +39,7 @@ def summary_markdown(frame, title: str, meta: dict, slow: list[str] | None = Non
         parts += ["", "**Slow groups**:", ""] + [f"- {line}" for line in slow]
     notes = unstable_notes(frame)
     if notes:
-        parts += ["", f"**Warning**: {len(notes)} {UNSTABLE_ADVICE}.", ""]
+        advice = unstable_advice(meta.get("config"))
+        parts += ["", f"**Warning**: {len(notes)} {advice}.", ""]
         parts += [f"- {note}" for note in notes]
     return "\n".join(parts) + "\n"

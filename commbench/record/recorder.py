@@ -47,7 +47,8 @@ from commbench.results import trace as trace_format
 
 ENV_DIR = "COMMBENCH_RECORD_DIR"
 ENV_MAX_STEPS = "COMMBENCH_RECORD_STEPS"  # stop recording after this many steps
-# Tests prove their checks by breaking the recorder: the call with this seq is not written.
+# Tests prove their checks by breaking the recorder: the call with this seq is not written
+# ("SEQ": on every rank; "SEQ:RANK": on that rank only, the fault the order check must catch).
 ENV_DROP = "COMMBENCH_RECORD_DROP"
 POLL_S = 0.0002
 WAIT_TENSOR = "_c10d_functional::wait_tensor"
@@ -77,7 +78,7 @@ class Recorder(TorchDispatchMode):
         self.step_ends: list[int] = []  # each end's time (monotonic ns)
         self.explicit_steps = False
         self.skipped = 0
-        self.drop = int(os.environ.get(ENV_DROP, "-1"))
+        self.drop = _dropped(os.environ.get(ENV_DROP, ""), self.rank)
         self.seen = 0
         self.stopped = False
         self.lock = threading.Lock()
@@ -431,3 +432,11 @@ def _flush_on_sigterm(recorder: Recorder) -> None:
         os.kill(os.getpid(), signum)
 
     signal.signal(signal.SIGTERM, on_term)
+
+
+def _dropped(text: str, rank: int) -> int:
+    """The seq ENV_DROP says this rank leaves out, or -1."""
+    seq, _, only = text.partition(":")
+    if not seq.strip() or (only.strip() and int(only) != rank):
+        return -1
+    return int(seq)

@@ -139,10 +139,26 @@ def parse_ops(text: str) -> tuple[str, ...]:
     names = tuple(name for name, op in collectives.REGISTRY.items() if op.in_runs)
     if text.strip().lower() == "all":
         return names
-    for name in (n.strip().lower().replace("_", "-") for n in text.split(",")):
+    typed = [item.strip() for item in text.split(",") if item.strip()]
+    for item in typed:
+        name = item.lower().replace("_", "-")
         if name in collectives.REGISTRY and name not in names:  # ps: its own world layout
             raise UsageError(f"{name} lays out its own ranks: run it as `commbench {name}`")
+        if name not in names:  # the name as typed, and the op it most looks like
+            raise UsageError(f"unknown op {item!r}{_closest(name, names)} (choose from "
+                             f"{', '.join(names)})")
     return parse_list(text.replace("_", "-"), names, "op")
+
+
+def _closest(name: str, names: tuple[str, ...]) -> str:
+    """': did you mean allreduce?' for all_reduce or allredcue; '' when nothing is close.
+    Separators are left out of the likeness: torch spells ops all_reduce, commbench
+    allreduce."""
+    import difflib
+
+    bare = {candidate.replace("-", ""): candidate for candidate in names}
+    found = difflib.get_close_matches(name.replace("-", ""), list(bare), n=1, cutoff=0.6)
+    return f": did you mean {bare[found[0]]}?" if found else ""
 
 
 # nccl-tests' (-d) and OSU's type names for the dtypes torch.distributed moves.

@@ -34,6 +34,7 @@ def busiest(matrix: list[list[int]]) -> int:
     return max([sum(row) for row in matrix] + [sum(col) for col in zip(*matrix, strict=True)])
 
 
+@pytest.mark.capability
 def test_alltoallv_on_four_gloo_ranks(tmp_path):
     sizes = ",".join(str(s) for s in (256, *FAULTS))
     faults = ";".join(f"{kind}:*:alltoallv:{size}" for size, kind in FAULTS.items())

@@ -17,6 +17,7 @@ from tests.conftest import read_meta
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.capability,
     pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
                        reason="binding needs 2 CPUs to be seen"),
 ]

@@ -7,7 +7,7 @@ import torch.multiprocessing as mp
 
 from commbench.specs.measure import DTYPES, REDUCE_OPS, unsupported
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.capability]
 
 
 def _probe(rank, world, port, results):

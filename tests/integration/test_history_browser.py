@@ -36,6 +36,7 @@ def _headless(browser: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([browser, *flags, *args], capture_output=True, text=True, timeout=90)
 
 
+@pytest.mark.capability
 def test_history_html_renders_in_chromium(browser, tmp_path, capsys):
     import matplotlib.image
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import commbench
+from tests.conftest import commbench, read_meta
 
 
 @pytest.mark.core
@@ -23,11 +23,16 @@ def test_a_measuring_run_adds_itself_to_the_store(tmp_path):
     shown = subprocess.run([sys.executable, "-m", "commbench", "history", "show", "--db", url,
                             "--json"], capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0, shown.stderr
-    text = shown.stdout
-    assert "nightly-1" in text
-    sizes = {s.get("size_bytes") for s in _series(json.loads(text))}
-    assert {1024, 65536} <= sizes
-
+    shown = json.loads(shown.stdout)
+    # the run, with the status its run.json ended on: a complete sweep of 2 ranks
+    assert [(r["run"], r["status"], r["kind"], r["world_size"]) for r in shown["runs"]] == [
+        ("nightly-1", "complete", "sweep", 2)], shown["runs"]
+    assert read_meta(run)["status"] == "complete"
+    series = _series(shown)
+    assert {s.get("size_bytes") for s in series} >= {1024, 65536}
+    for one in series:  # every series holds the run once, complete, with a value
+        assert [(p["run"], p["status"]) for p in one["points"]] == [("nightly-1", "complete")]
+        assert one["points"][0]["value"] > 0, one
 
 def test_a_bad_history_url_is_refused_before_the_run(tmp_path):
     done, run = commbench(["allreduce", "--sizes", "1K", "--iters", "2", "--nproc", "2",

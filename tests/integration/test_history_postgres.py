@@ -2,7 +2,9 @@
 
 PostgreSQL refuses to run as root, so as root the server is run by the ``postgres`` user
 (initdb into a temporary folder it owns); as anyone else, by that user. The test skips, saying
-why, only where no server can be started (no binaries, no such user, initdb or pg_ctl failing).
+why, only where there is no server to start (no binaries; as root, no runuser or no postgres
+user). Where the binaries and the user are there, an initdb or pg_ctl that fails is a failed
+test, with their output: a server that stopped starting must not turn the test into a skip.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def postgres_url():
                           capture_output=True, text=True, timeout=120)
     if init.returncode != 0:
         shutil.rmtree(base, ignore_errors=True)
-        pytest.skip(f"initdb failed: {init.stderr.strip()[-300:]}")
+        pytest.fail(f"initdb failed (exit {init.returncode}): {init.stderr.strip()[-300:]}")
     start = subprocess.run(_as_server_user([
         str(binaries / "pg_ctl"), "-D", str(data), "-l", str(base / "server.log"), "-w", "-t",
         "60", "start", "-o", f"-k {sockets} -p {port} -h 127.0.0.1 -F"]),
@@ -74,7 +76,8 @@ def postgres_url():
     if start.returncode != 0:
         log = (base / "server.log").read_text()[-300:] if (base / "server.log").exists() else ""
         shutil.rmtree(base, ignore_errors=True)
-        pytest.skip(f"pg_ctl could not start a server: {start.stderr.strip()[-200:]} {log}")
+        pytest.fail(f"pg_ctl could not start a server (exit {start.returncode}): "
+                    f"{start.stderr.strip()[-200:]} {log}")
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:

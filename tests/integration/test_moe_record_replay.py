@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import commbench
 from tests.integration.recordings import EXAMPLES, TORCHRUN, record
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.capability]
 WORLD, HIDDEN, STEPS = 4, 16, 4
 ITEMSIZE = {"float32": 4, "int64": 8}
 

@@ -5,8 +5,10 @@ call per rank, its columns, rounds and call numbers; the rows' per-call columns 
 the file; and the planted rank named as the straggler more often than the other, in the rows,
 summary.md and the console table."""
 
+import numpy as np
 import pytest
 
+from commbench.core.percall import SPIKE_RATIO
 from commbench.results.calls import COLUMNS, read_calls
 from tests.conftest import commbench, read_meta, read_rows
 
@@ -41,7 +43,14 @@ def test_per_call_keeps_every_call_and_names_the_late_rank(tmp_path):
         assert set(mine["round"]) == {0, 1}  # both interleaved rounds
         assert mine["time_us"].gt(0).all() and mine["late_us"].ge(0).all()
         assert row["calls"] == ITERS == row["iters"]
-        assert row["spikes"] >= 0 and row["lat_us_p95"] > 0 and row["cv_pct"] >= 0
+        # the row's per-call columns are the calls file's: each call's time the ranks' mean
+        # (--rank-time avg), then its p95, CV and spikes, figured here from the file alone
+        times = mine.pivot(index="call", columns="rank", values="time_us").mean(axis=1)
+        times = times.to_numpy()
+        assert row["rank_time"] == "avg"
+        assert row["lat_us_p95"] == pytest.approx(np.percentile(times, 95), rel=1e-9)
+        assert row["cv_pct"] == pytest.approx(times.std() / times.mean() * 100, rel=1e-9)
+        assert row["spikes"] == int(np.count_nonzero(times > SPIKE_RATIO * np.median(times)))
         named = dict((int(r), int(c)) for r, c in
                      (pair.split(":") for pair in row["stragglers"].split(",") if pair))
         assert named.get(1, 0) > named.get(0, 0), row["stragglers"]

@@ -72,12 +72,26 @@ def test_ddp_allreduces_equal_the_gradient_and_ddps_buckets(ddp_trace):
 
 
 def test_a_recorder_that_drops_a_call_fails_the_ddp_checks(tmp_path, ddp_trace):
+    """Rank 1's recorder leaves out one of step 2's allreduces (COMMBENCH_RECORD_DROP=SEQ:1):
+    the product's own order check says so at the end of the record, names the group and the
+    call rank 0 made that rank 1 has no match for, and replay refuses the trace."""
     _, clean, ddp_facts = ddp_trace
-    dropped_seq = next(c.seq for c in clean.calls(0) if c.step == 2 and c.op == "allreduce")
-    broken = record_ddp(tmp_path, env={"COMMBENCH_RECORD_DROP": str(dropped_seq)})
+    dropped_seq = next(c.seq for c in clean.calls(1) if c.step == 2 and c.op == "allreduce")
+    broken = record_ddp(tmp_path, env={"COMMBENCH_RECORD_DROP": f"{dropped_seq}:1"})
     assert broken.done.returncode == 0, broken.done.stderr[-3000:]
-    assert any("step 2" in problem
-               for problem in ddp_mismatches(trace_format.load(broken.folder), ddp_facts))
+    trace = trace_format.load(broken.folder)
+    assert len(trace.calls(1)) == len(trace.calls(0)) - 1
+    problems = trace_format.check_order(trace)
+    assert len(problems) == 1 and "rank 0's" in problems[0], problems
+    warned = [line for line in broken.done.stderr.splitlines()
+              if line.startswith("commbench record: warning: group")]
+    assert warned == [f"commbench record: warning: {problems[0]}"], broken.done.stderr[-3000:]
+    refused = subprocess.run([sys.executable, "-m", "commbench", "replay", str(broken.folder),
+                              "--out", str(tmp_path / "replays")], capture_output=True,
+                             text=True, timeout=120)
+    assert refused.returncode == 2 and "disagree" in refused.stderr, refused.stderr[-2000:]
+    assert any("rank 1 step 2" in problem  # and DDP's own figures agree it is step 2
+               for problem in ddp_mismatches(trace, ddp_facts))
 
 
 def test_fsdp2_gathers_and_scatters_the_sharded_parameters_on_the_mesh_groups(

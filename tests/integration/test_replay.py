@@ -6,12 +6,14 @@ check leans on sleeps, which only ever last at least as long as asked."""
 
 import csv
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from commbench.results.replay import read_replayed
 from tests.conftest import commbench
 from tests.integration.recordings import fsdp_limit
 from tests.replay_traces import CALL_NS, GAP_NS, every_op, manual_loop, per_step
@@ -142,13 +144,43 @@ def test_a_halved_buffer_is_refused(tmp_path):
 
 
 def test_recorded_gaps_are_waited_for(tmp_path):
-    """--gaps recorded sleeps the 1 ms of compute recorded between calls: 3 gaps a step
-    (the first call of a step waits for nothing), so a step's wall is at least 3 ms."""
+    """--gaps recorded sleeps the 1 ms of compute recorded between calls: 3 gaps a step (the
+    first call of a step waits for nothing). A step's wall is bounded on both sides by what the
+    run recorded of that step, never by a time of this machine: at least its calls' own times
+    and the 3 gaps (one rank's calls run one after another; a sleep lasts at least as asked);
+    at most its calls' times and the intervals between them, with what lies before the first
+    call and after the last (the barrier's exit, the clock) under the median interval between
+    calls, each of which is a sleep of at least the gap. A wall that counted anything else (a
+    barrier, a sleep after the last call, the warm-up) breaks the upper bound."""
     trace = manual_loop(tmp_path / "trace", world=2, steps=2, numel=1 << 10)
     done, run, summary = replay(tmp_path, trace, "--gaps", "recorded", "--steps", "4")
     assert done.returncode == 0, done.stderr[-3000:]
-    for step in read_csv(run / "replay_steps.csv"):
-        assert float(step["wall_s"]) >= 3 * GAP_NS / 1e9, step
+    gap = GAP_NS / 1e9
+    rows = read_csv(run / "replay_steps.csv")
+    assert len(rows) == 2 * 4
+    for step in rows:
+        assert float(step["wall_s"]) >= float(step["calls_s"]) + 3 * gap, step
+    intervals, leads, tails = [], [], []
+    records = read_replayed(run)
+    assert len(records) == 2
+    for record in records:
+        for step in record["steps"]:
+            if step["index"] < 0:
+                continue  # the warm-up: not in the figures
+            calls = sorted(step["calls"], key=lambda c: c[1])  # [seq, issued, ended, ...]
+            assert len(calls) == 4
+            between = [b[1] - a[2] for a, b in zip(calls, calls[1:], strict=False)]
+            assert min(between) >= gap, between  # each interval is a sleep of the gap
+            lead, tail = calls[0][1], step["wall_s"] - calls[-1][2]
+            assert lead >= 0 and tail >= 0, (lead, tail)
+            intervals += between
+            leads.append(lead)
+            tails.append(tail)
+    usual = statistics.median(intervals)
+    assert statistics.median(leads) < usual and statistics.median(tails) < usual, (
+        leads, tails, intervals)
+    walls = [float(step["wall_s"]) for step in rows]
+    assert min(walls) <= summary["per_step"]["replayed_wall_s"] <= max(walls)
     assert any("--gaps recorded" in note for note in summary["notes"])
 
 

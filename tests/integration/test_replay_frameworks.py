@@ -15,7 +15,7 @@ from commbench.results import trace as trace_format
 from tests.conftest import commbench
 from tests.integration.recordings import facts, record_trainer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.capability]
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 

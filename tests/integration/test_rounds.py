@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import read_meta, read_rows
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.capability]
 
 
 def test_shuffled_rounds_on_real_ranks_keep_their_rounds_the_size_order_and_the_seed(run_cli):

@@ -135,3 +135,13 @@ def test_pseudo_rounds_follow_the_correlation_of_the_blocks():
     assert len(pseudo_rounds(independent)) > 100
     assert len(pseudo_rounds(drifting)) < 40
     assert sum(r.size for r in pseudo_rounds(drifting)) == 200
+
+
+def test_the_unstable_advice_names_what_applies_to_how_the_run_was_timed():
+    from commbench.core.stats import UNSTABLE_ADVICE, unstable_advice
+
+    by_time = unstable_advice({"iters": None, "min_time": 1.5})
+    assert "a larger --min-time" in by_time and "--iters" not in by_time
+    assert by_time == UNSTABLE_ADVICE == unstable_advice(None)
+    fixed = unstable_advice({"iters": 20, "min_time": 1.5})  # -n 20: --min-time has no say
+    assert "more -n/--iters or --rounds" in fixed and "--min-time" not in fixed

@@ -49,3 +49,50 @@ def test_a_stopped_host_is_stopped_once():
     host = StoreHost(5.0, die_with_parent)
     host.stop()
     host.stop()  # no error: already reaped
+
+
+LAUNCHER = """
+import sys, time
+from commbench.launch.local import LoopbackRendezvous
+rendezvous = LoopbackRendezvous(10.0)
+print(rendezvous.host.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or one that has died and waits to be reaped (a zombie holds nothing:
+    no port, no thread)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads process states in /proc")
+def test_the_host_dies_with_a_launcher_killed_by_sigkill():
+    """kill -9 of the launcher runs none of its clean-up: the host must still go (it is told
+    by PR_SET_PDEATHSIG), not serve the store for ever as an orphan. The bound is a liveness
+    bound (the kernel's signal delivery), not a speed."""
+    import subprocess
+    import sys
+
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER], stdout=subprocess.PIPE,
+                                text=True)
+    host = 0
+    try:
+        host = int(launcher.stdout.readline())
+        assert not _gone(host)
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait(timeout=30)
+        deadline = time.monotonic() + 10.0
+        while not _gone(host) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(host), f"the store host {host} outlived its SIGKILLed launcher"
+    finally:
+        launcher.kill()
+        launcher.wait(timeout=30)
+        launcher.stdout.close()
+        if host and not _gone(host):
+            os.kill(host, signal.SIGKILL)

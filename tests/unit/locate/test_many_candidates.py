@@ -66,8 +66,9 @@ def test_one_slow_gpu_hidden_in_its_node_is_named_at_gpu_level():
             outcome = sim.simulate(fleet, "quick", seed)
             assert not outcome.false_bad, (level, seed, outcome)
             found[level] += outcome.found
-    assert found["gpu"] == 4
-    assert found["node"] <= found["gpu"]
+    assert found["gpu"] == 4  # found: the planted GPU named bad, and nothing else
+    # hidden in its node: the node level misses it in some of the same fleets (2 of 4 here)
+    assert found["node"] < found["gpu"], found
 
 
 def test_a_verdicts_noise_reads_the_slow_tail_of_a_node_meeting():

@@ -52,6 +52,21 @@ def test_ops_lists():
         parse_ops("allreduce,bogus")
 
 
+@pytest.mark.parametrize("typed, meant", [("all_reduce", "allreduce"), ("All_Gather", "allgather"),
+                                          ("allredcue", "allreduce"),
+                                          ("reducescatter", "reduce-scatter")])
+def test_an_unknown_op_is_echoed_as_typed_with_the_closest(typed, meant):
+    with pytest.raises(UsageError) as refused:
+        parse_ops(f"broadcast,{typed}")
+    assert str(refused.value).startswith(f"unknown op {typed!r}: did you mean {meant}? (choose")
+
+
+def test_an_op_like_none_gets_no_suggestion():
+    with pytest.raises(UsageError) as refused:
+        parse_ops("zzz")
+    assert str(refused.value).startswith("unknown op 'zzz' (choose from allreduce")
+
+
 def test_default_devices_follow_the_backend():
     assert config().device_for("nccl") == "cuda"
     assert config().device_for("gloo") == "cpu"
