@@ -165,7 +165,12 @@ def _answer(trace, folder: Path) -> None:
     """Who made the others wait, in one line (commbench stragglers has the evidence)."""
     from commbench import stragglers
 
-    analysis = stragglers.analyse(trace)
+    try:
+        analysis = stragglers.analyse(trace)
+    except Exception as error:  # the job's own exit code must come through whatever the trace
+        print(f"commbench record: stragglers could not judge this trace ({error}); "
+              f"commbench stragglers {folder} says more", file=sys.stderr)
+        return
     if len(trace.ranks) < 2 or (not analysis.steps and not analysis.missing):
         return
     print(f"commbench record: {stragglers.one_line(analysis)} (commbench stragglers {folder})",
