@@ -11,7 +11,7 @@ def test_a_cut_short_row_says_so_in_its_note_and_the_footer():
     kept = _row(validation=CUT_SHORT, tail="block")
     names = [c.name for c in sweep_columns(False, False, "gloo")]
     cells = dict(zip(names, sweep_row(kept, False, False, None), strict=True))
-    assert cells["#wrong"] == "N/A" and cells[""] == "cut short"
+    assert cells["#wrong"] == "N/A" and cells["note"] == "cut short"
     assert sweep_row(_row(), False, False, None)[-1] == ""  # a finished row: no note
     lines = footer_lines([_row(), kept])
     assert lines[0] == "# Out of bounds values : 0 OK"  # the verified row only
