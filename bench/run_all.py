@@ -24,6 +24,9 @@
 14. locate_sim   the fleet simulator at 64/512/2,048 nodes x 8 (bench/locate_sim.py)
 15. locate_real  20 clean 6-rank runs (10 beside a CPU hog), a 1.4x link and a 1.3x rank
                  planted inside the ranks, 10 runs each (bench/locate_real.py)
+16. overlap      --overlap's two slowdowns against a hand-written thread of matmuls beside a
+                 loop of all_reduce, and an overlap row's wall over a plain row's
+                 (bench/overlap.py)
 
 Timings on a 2-core machine are noisy: pairs are alternated and medians of repeats reported.
 Writes bench.csv and bench.md under results/bench-<timestamp>/.
@@ -496,6 +499,12 @@ def locate_sim_figures(scratch: Path) -> list[dict]:
     return rows
 
 
+def overlap_figures(scratch: Path) -> list[dict]:
+    from overlap import figures
+
+    return figures(pairs=3, size=1024, side=256, seconds=1.0)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=8, help="A/B launch pairs for fidelity "
@@ -504,7 +513,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=0.4, help="timed seconds per size")
     parser.add_argument("--only", default="", help="comma list of sections: fidelity,sweep,"
                         "unstable,startup,memory,ceilings,gate,mesh,locate,record,replay_gaps,"
-                        "history,per_call,stalls,locate_sim,locate_real")
+                        "history,per_call,stalls,locate_sim,locate_real,overlap")
     parser.add_argument("--ops", default="", help="fidelity's ops (comma list; default all: "
                         + ",".join(FIDELITY_OPS) + ")")
     parser.add_argument("--out", default="results")
@@ -528,6 +537,7 @@ def main(argv=None) -> int:
         "stalls": stall_figures,
         "locate_sim": locate_sim_figures,
         "locate_real": locate_real_figures,
+        "overlap": overlap_figures,
     }
     chosen = [s for s in args.only.split(",") if s] or list(sections)
     out = Path(args.out) / f"bench-{datetime.now():%Y%m%d-%H%M%S}"

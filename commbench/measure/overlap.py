@@ -240,7 +240,8 @@ def measure_overlap(call: Call, timer, control, budget: Budget, load: MatmulLoad
             start = time.perf_counter_ns()
             comm.append(timer.block(call, calls) / calls)
             end = time.perf_counter_ns()
-            compute.append(kernels_inside(load.stop_loop(), start, end) if load.side else 0.0)
+            spans = load.stop_loop()
+            compute.append(kernels_inside(spans, start, end) if load.side else 0.0)
         return comm, compute
 
     for index in range(rounds):
