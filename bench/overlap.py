@@ -36,6 +36,10 @@ def _reference_rank(rank: int, port: int, size: int, side: int, seconds: float, 
     import torch.distributed as dist
 
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    # One intra-op thread, as in the ranks commbench starts (launch.local sets
+    # OMP_NUM_THREADS=1): with torch's default of a thread per core, the first run of this
+    # bench read the matmul 0.27x and 0.77x as slow beside the collective as alone.
+    torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=2)
     buf = torch.ones(max(1, size // 4))
