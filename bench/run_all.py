@@ -26,6 +26,9 @@
                  planted inside the ranks, 10 runs each (bench/locate_real.py)
 16. stragglers   20 clean 4-rank DDP jobs, 20 with a rank slowed by 10 % and 20 by 5 % of a
                  step; synthetic traces at 64-1,024 ranks; recording's cost (bench/stragglers.py)
+17. overlap      --overlap's two slowdowns against a hand-written thread of matmuls beside a
+                 loop of all_reduce, and an overlap row's wall over a plain row's
+                 (bench/overlap.py)
 
 Timings on a 2-core machine are noisy: pairs are alternated and medians of repeats reported.
 Writes bench.csv and bench.md under results/bench-<timestamp>/.
@@ -506,6 +509,12 @@ def stragglers_figures(scratch: Path) -> list[dict]:
     return figures()
 
 
+def overlap_figures(scratch: Path) -> list[dict]:
+    from overlap import figures
+
+    return figures(pairs=3, size=1024, side=256, seconds=1.0)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=8, help="A/B launch pairs for fidelity "
@@ -514,7 +523,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=0.4, help="timed seconds per size")
     parser.add_argument("--only", default="", help="comma list of sections: fidelity,sweep,"
                         "unstable,startup,memory,ceilings,gate,mesh,locate,record,replay_gaps,"
-                        "history,per_call,stalls,locate_sim,locate_real,stragglers")
+                        "history,per_call,stalls,locate_sim,locate_real,stragglers,overlap")
     parser.add_argument("--ops", default="", help="fidelity's ops (comma list; default all: "
                         + ",".join(FIDELITY_OPS) + ")")
     parser.add_argument("--out", default="results")
@@ -539,6 +548,7 @@ def main(argv=None) -> int:
         "locate_sim": locate_sim_figures,
         "locate_real": locate_real_figures,
         "stragglers": stragglers_figures,
+        "overlap": overlap_figures,
     }
     chosen = [s for s in args.only.split(",") if s] or list(sections)
     out = Path(args.out) / f"bench-{datetime.now():%Y%m%d-%H%M%S}"

@@ -9,8 +9,9 @@ from typing import Optional
 import typer
 
 from commbench import collectives
-from commbench.cli import op_options, options
+from commbench.cli import contention, op_options, options
 from commbench.core.errors import UsageError
+from commbench.specs.contention import parse_background, parse_overlap, parse_ranks
 from commbench.specs.measure import (
     BACKENDS,
     DEFAULT_FACTOR,
@@ -157,6 +158,9 @@ def _measuring_options(
         DEFAULTS.per_call, "--per-call", help="Time every call on its own and keep every "
         "rank's calls (calls.parquet, or calls.jsonl without pyarrow); the summary adds p95, "
         "CV, spikes (calls over 1.5x the median) and which rank the others waited for."),
+    overlap: Optional[str] = contention.overlap(),  # noqa: UP045
+    background: Optional[str] = contention.background(),  # noqa: UP045
+    background_ranks: Optional[str] = contention.background_ranks(),  # noqa: UP045
     out: str = options.results_root(OUTPUT_DEFAULTS.out),
     name: Optional[str] = options.run_name(),  # noqa: UP045
     force: bool = options.force(),
@@ -194,6 +198,8 @@ def _takes(op: collectives.Collective | None, option: str) -> bool:
         return op.reduces
     if option in collectives.OP_OPTIONS:
         return option in op.extra_options
+    if option in contention.OPTION_NAMES:
+        return op.contended
     return True
 
 
@@ -230,6 +236,9 @@ _PARSED = {
     "split": ("split", parse_split),
     "order": ("order", str.lower),
     "bind": ("bind", str.lower),
+    "overlap": ("overlap", parse_overlap),
+    "background": ("background", parse_background),
+    "background_ranks": ("background_ranks", parse_ranks),
 }
 # Read together with another option, or turned into a spec field below.
 _NCCL_TESTS_LEVELS = {"check_level": "check", "blocking_level": "blocking",

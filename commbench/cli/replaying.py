@@ -29,7 +29,8 @@ def register(app: typer.Typer) -> None:
             "launch, after the replay (a quick sweep at the trace's own sizes)."),
         gaps: str = typer.Option(
             DEFAULTS.gaps, "--gaps", help="none: calls back to back; recorded: each call "
-            "first waits for the compute time recorded before it."),
+            "first waits for the compute time recorded before it; compute: that time is "
+            "spent multiplying matrices instead of sleeping (the contention the job had)."),
         nproc: Optional[int] = typer.Option(  # noqa: UP045
             DEFAULTS.nproc, "--nproc", help="Local ranks to start (default: the trace's world "
             "size; not under a launcher)."),

@@ -131,6 +131,10 @@ def register(app: typer.Typer) -> None:
             None, "--rank", help="With --trace: show this rank's calls (default: the rank "
             "whose steps cost most)."),
         json_out: bool = typer.Option(False, "--json", help="One JSON object on stdout."),
+        overlap_from: Optional[str] = typer.Option(  # noqa: UP045
+            None, "--overlap-from", metavar="RUN", help="An --overlap run: price the step's "
+            "exposed communication with its measured overlap_efficiency (data-parallel "
+            "terms beside compute, the rest on the critical path; said in the notes)."),
     ) -> None:
         """Communication time per training step from a run's measured curves, assuming no
         overlap with compute. With --params: an idealised step (DDP buckets, ZeRO/FSDP, Megatron
@@ -144,9 +148,15 @@ def register(app: typer.Typer) -> None:
         options = StepOptions(params, dtype, dp, tp, pp, zero, bucket, first_bucket, layers,
                               hidden, seq, micro_batch, micro_batches, sequence_parallel)
         if trace is not None:
+            if overlap_from is not None:
+                from commbench.core.errors import UsageError
+
+                raise UsageError("--overlap-from prices an idealised step (--params); a "
+                                 "--trace is priced as recorded")
             raise typer.Exit(run_trace_estimate(trace, path, step, rank, json_out,
                                                 options.given()))
-        raise typer.Exit(run_estimate(path, options, json_out, step=step, rank=rank))
+        raise typer.Exit(run_estimate(path, options, json_out, step=step, rank=rank,
+                                      overlap_from=overlap_from))
 
     import_app = typer.Typer(help="Turn nccl-tests or OSU output into a commbench results folder, "
                              "so compare, report and model work on it; or torch.profiler "

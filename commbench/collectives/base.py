@@ -129,6 +129,8 @@ class Collective:
     # False: its options shape the world (ps: workers then servers), so `run --ops all`
     # leaves it out and only its own command measures it.
     in_runs: bool = True
+    # False: --overlap and --background do not apply (ps: its own roles and groups).
+    contended: bool = True
     # busbw = algbw x factor(n), nccl-tests doc/PERFORMANCE.md; factor_text as the docs print it.
     factor: Callable[[int], float] = staticmethod(lambda world: 1.0)
     factor_text: str = "1"

@@ -22,7 +22,8 @@ def choose_run(argument: str | None, option: str | None) -> str:
 
 
 def run_estimate(path: str, options: StepOptions, json_out: bool,
-                 step: list[int] | None = None, rank: int | None = None) -> int:
+                 step: list[int] | None = None, rank: int | None = None,
+                 overlap_from: str | None = None) -> int:
     from commbench.model.estimate import NO_OVERLAP, estimate, step_spec
 
     if options.params is None:
@@ -43,12 +44,46 @@ def run_estimate(path: str, options: StepOptions, json_out: bool,
     for warning in run.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     result = estimate(run.rows, spec)
+    hidden = None
+    if overlap_from is not None:  # estimate --overlap-from RUN (model.overlap_price)
+        from commbench.model.overlap_price import exposed
+
+        beside = load_run(overlap_from)
+        hidden = exposed(result, beside.rows, beside.name)
     if json_out:
-        print(json.dumps(result.as_dict()))
+        print(json.dumps({**result.as_dict(),
+                          **({"overlap": hidden.as_dict()} if hidden else {})}))
         return EXIT_OK
     _print(run.name, spec, result)
-    print(NO_OVERLAP)
+    if hidden is None:
+        print(NO_OVERLAP)
+        return EXIT_OK
+    _print_exposed(hidden)
     return EXIT_OK
+
+
+def _print_exposed(hidden) -> None:
+    """The step's terms again, each with the share the --overlap run says stays exposed."""
+    from commbench.core.sizes import format_size
+    from commbench.output.console import make_console, terminal_width
+    from commbench.output.tables import Column, render
+
+    columns = [Column("", left=True), Column("collective", left=True), Column("size"),
+               Column("alone", "ms"), Column("efficiency"), Column("exposed", "ms"),
+               Column("from", left=True)]
+    rows = [[t.term.parallelism, t.term.collective, format_size(t.term.nbytes),
+             _seconds(t.term.time_s), "-" if t.efficiency != t.efficiency
+             else f"{t.efficiency:.2f}", _seconds(t.exposed_s), t.basis]
+            for t in hidden.terms]
+    rows.append(["total", "", "", _seconds(sum(t.term.time_s for t in hidden.terms)), "",
+                 _seconds(hidden.exposed_s), ""])
+    console = make_console()
+    console.print(f"# exposed communication beside {hidden.overlap}", markup=False,
+                  highlight=False)
+    for line in render(columns, rows, terminal_width()):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for note in hidden.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
 
 
 def _count(value: float) -> str:

@@ -132,7 +132,8 @@ def _start_time(folder: Path, meta: Mapping) -> tuple[str, list[str]]:
 def _variant(row: Mapping) -> str:
     """What else makes two rows of one op measure different things (compare keeps them apart),
     as far as the op's descriptor says the option means something for it: a reduce op other
-    than sum, the in-place form where torch offers both, a root other than 0."""
+    than sum, the in-place form where torch offers both, a root other than 0; and a load
+    beside it (--overlap, --background)."""
     from commbench import collectives
 
     try:
@@ -146,6 +147,9 @@ def _variant(row: Mapping) -> str:
         parts.append("inplace")
     if row.get("root") not in (None, 0) and (op is None or op.rooted):
         parts.append(f"root={row['root']}")
+    # --overlap / --background: a series of its own, never one with the collective alone
+    parts += [f"{column}={row[column]}" for column in ("overlap", "background")
+              if row.get(column)]
     return ",".join(parts)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -32,6 +32,7 @@ from commbench.engine.faults import Injector
 from commbench.engine.session import Groups, Session
 from commbench.engine.sinks import RowSink
 from commbench.engine.timers import CudaEventTimer, CudaGraphTimer, HostTimer
+from commbench.measure import contention
 from commbench.measure.progress import Visits
 from commbench.measure.rows import RowContext, build_row, call_batch
 from commbench.measure.sampling import (
@@ -113,6 +114,7 @@ class _Size:
     bufs: object = None
     measurement: Measurement | None = None
     wall_s: float = 0.0  # warm-up, calibration, timing and check, over all its visits
+    extras: dict = field(default_factory=dict)  # contention columns (measure.contention)
 
 
 class Sweep:
@@ -128,6 +130,7 @@ class Sweep:
         self._backend, self._dim = "", ""  # what _measure_op is measuring now
         self._inplace = spec.inplace
         self.visits = Visits(sink, 0)
+        self.background: contention.Background | None = None
 
     def planned_visits(self) -> int:
         """Sizes x rounds over the plan: what the progress bar counts (engine.progress)."""
@@ -158,6 +161,7 @@ class Sweep:
         for backend, _, op, _, _ in plan(self.spec):  # the ops' own groups (ps: its workers)
             for ranks in workload.subgroups(op, self.session.world, self.spec.op_options):
                 self.session.subgroup_for(backend, ranks)
+        self.background = contention.prepare_background(self.session, self.spec)
         self.session.control.barrier()
         return time.perf_counter() - started
 
@@ -165,10 +169,11 @@ class Sweep:
         """Measure everything, in plan order."""
         self.visits = Visits(self.sink, self.planned_visits())
         self.visits.start()
-        for backend, dim, op, variant, inplace in plan(self.spec):
-            self.visits.op(self._visits(op, dim))
-            self._measure_op(backend, dim, op, variant, inplace)
-            self.visits.op_done()
+        with contention.running(self.background):
+            for backend, dim, op, variant, inplace in plan(self.spec):
+                self.visits.op(self._visits(op, dim))
+                self._measure_op(backend, dim, op, variant, inplace)
+                self.visits.op_done()
 
     def _note(self, text: str) -> None:
         if self.sink is not None and text not in self._noted:
@@ -224,6 +229,10 @@ class Sweep:
                            span=span_of(groups.members, session.nodes()),
                            peers=peers_text(spec.peers) if "peers" in op.extra_options else "")
         sizes = [_Size(count, count * itemsize) for count in counts]
+        if spec.overlap:
+            self._overlapped(op, ctx, groups, where, sizes, send, recv, timer, budget,
+                             combine, active, pattern)
+            return
         if spec.rounds > 1:
             self._interleaved(op, ctx, groups, where, sizes, send, recv, timer, budget,
                               combine, active, pattern)
@@ -231,11 +240,37 @@ class Sweep:
         for size in sizes:
             call = self._visit(op, ctx, size, send, recv, pattern)
             started = time.perf_counter()
+            mark = contention.mark(self.background)
             with self._diagnosed():
                 size.measurement = measure(call, timer, session.control, budget, combine)
+            size.extras.update(contention.background_fields(self.background, mark))
             size.wall_s += time.perf_counter() - started
             self.visits.visited()
             self._emit(op, ctx, groups, where, size, active, timer, call)
+
+    def _overlapped(self, op, ctx, groups, where, sizes, send, recv, timer, budget, combine,
+                    active, pattern) -> None:
+        """--overlap: each size alone and beside the compute, alternated within each of its
+        rounds (measure.contention), then checked and emitted as every size is."""
+        spec = self.spec
+        with contention.compute_load(spec, spec.device_for(self._backend)) as load:
+            for size in sizes:
+                call = self._visit(op, ctx, size, send, recv, pattern)
+                started = time.perf_counter()
+                mark = contention.mark(self.background)
+                with self._diagnosed():
+                    samples = contention.measure_overlap(call, timer, self.session.control,
+                                                         budget, load, spec.rounds)
+                size.measurement = samples.beside_measurement()
+                if self.sink is not None:
+                    size.extras.update(contention.overlap_fields(
+                        spec.overlap, samples, combine,
+                        op.messages_per_iteration(ctx, size.bufs)))
+                size.extras.update(contention.background_fields(self.background, mark))
+                size.wall_s += time.perf_counter() - started
+                for _ in range(visits_per_size(spec.rounds, spec.iters)):
+                    self.visits.visited()
+                self._emit(op, ctx, groups, where, size, active, timer, call)
 
     def _interleaved(self, op, ctx, groups, where, sizes, send, recv, timer, budget, combine,
                      active, pattern) -> None:
@@ -245,6 +280,7 @@ class Sweep:
         last round is done."""
         control = self.session.control
         states: dict[int, SizeRounds] = {}
+        mark = contention.mark(self.background)
         try:
             for index in range(self.spec.rounds):
                 order = round_order(len(sizes), index, self.spec.order, self.spec.seed)
@@ -268,9 +304,11 @@ class Sweep:
         except BaseException:  # a failure, a timeout, Ctrl-C or SIGTERM: keep what was measured
             self._emit_unchecked(op, ctx, where, sizes, states, active)
             raise
+        load = contention.background_fields(self.background, mark)  # over the op's rounds
         for size in sizes:
             call = self._visit(op, ctx, size, send, recv, pattern, prepare=False)
             size.measurement = states[size.count].finish()
+            size.extras.update(load)
             self._emit(op, ctx, groups, where, size, active, timer, call)
 
     def _emit_unchecked(self, op, ctx, where, sizes, states: dict, active) -> None:
@@ -349,6 +387,8 @@ class Sweep:
                         active=active, validation=validation)
         row.wall_s = round(size.wall_s, 4)
         for name, value in workload.row_fields(op, ctx, counted, row.lat_us_p50).items():
+            setattr(row, name, value)
+        for name, value in size.extras.items():  # --overlap, --background
             setattr(row, name, value)
         self.sink.row(row.to_dict())
         batch = call_batch(op, ctx, where, count, measurement) if spec.per_call else None

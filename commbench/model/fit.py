@@ -191,7 +191,15 @@ def _variant(row: dict, varying: set[str]) -> str:
         words.append(f"op {row.get('reduce_op')}")
     if "root" in varying:
         words.append(f"root {row.get('root')}")
+    words += contention_words(row)
     return ", ".join(words)
+
+
+def contention_words(row: dict) -> list[str]:
+    """An --overlap or --background row is its own curve, always (never fitted with the
+    collective alone): 'overlap matmul:1024', 'background 16M'."""
+    return [f"{column} {row[column]}" for column in ("overlap", "background")
+            if row.get(column)]
 
 
 def measured_curves(rows: list[dict]) -> dict[CurveKey, tuple[np.ndarray, np.ndarray]]:
@@ -216,7 +224,8 @@ def measured_curves(rows: list[dict]) -> dict[CurveKey, tuple[np.ndarray, np.nda
         base = curve_key(row)
         varying = {column for index, column in enumerate(VARIANT_COLUMNS)
                    if len({variant[index] for variant in seen[base]}) > 1}
-        key = replace(base, variant=_variant(row, varying)) if varying else base
+        contended = bool(contention_words(row))
+        key = replace(base, variant=_variant(row, varying)) if varying or contended else base
         per_size = grouped.setdefault(key, {})
         per_size.setdefault(int(row["size_bytes"]), []).append(float(row["lat_us_p50"]))
     curves = {}

@@ -45,6 +45,18 @@ ROUTED = [
     Column("max rank", "B", width=8, drop=6),
 ]
 _AFTER_BUSBW = [c.name for c in SWEEP].index("busbw") + 1
+# --overlap (measure.overlap_stats): the time is the collective beside the compute; its time
+# alone, the two slowdowns (beside / alone, x) with their 95 % intervals, overlap_efficiency.
+OVERLAP = [
+    Column("alone", "us", width=9, drop=6),
+    Column("comm", "x", width=5),
+    Column("comm 95%", "x", width=9, drop=4),
+    Column("compute", "x", width=7),
+    Column("compute 95%", "x", width=11, drop=4),
+    Column("overlap", "eff", width=7, drop=3),
+]
+# --background: the busbw the load's allreduce achieved while the row was measured
+LOAD = [Column("load", "GB/s", width=7, drop=3)]
 
 
 def ratio_column(first_backend: str) -> Column:
@@ -166,8 +178,10 @@ def timing_note(record: dict) -> str:
                           f"{record.get('rank_time')}, {p99}"])
     spikes = (f", spikes = calls over {SPIKE_RATIO:g}x the median" if has_calls(record)
               else "")
-    return ", ".join([*what, f"time = median, rank-time {record.get('rank_time')}, p99 over "
-                      f"{tail}{spikes}"])
+    beside = [f"beside {record[name]}" + (" traffic" if name == "background" else "")
+              for name in ("overlap", "background") if _given(record.get(name))]
+    return ", ".join([*what, *beside, f"time = median, rank-time {record.get('rank_time')}, "
+                      f"p99 over {tail}{spikes}"])
 
 
 IMPORTED_TOOLS = {"osu": "OSU", "nccl-tests": "nccl-tests"}
@@ -179,7 +193,8 @@ def given(value) -> bool:
 
 
 def sweep_columns(per_group: bool, several: bool, first_backend: str,
-                  per_call: bool = False, routed: bool = False) -> list[Column]:
+                  per_call: bool = False, routed: bool = False,
+                  contended: tuple[bool, bool] = (False, False)) -> list[Column]:
     """The sweep table's columns: a group column for --per-group tables, a backend column and
     each row's time over the first backend's when backends share a table, p95, CV and spikes
     after p99 for --per-call tables, imbalance and the busiest rank's bytes after busbw for
@@ -195,11 +210,13 @@ def sweep_columns(per_group: bool, several: bool, first_backend: str,
     if several:
         columns.insert(3, BACKEND)
         columns.append(ratio_column(first_backend))
-    return [*columns, NOTE]
+    overlap, load = contended  # --overlap, --background (``contention`` of a row)
+    return [*columns, *(OVERLAP if overlap else []), *(LOAD if load else []), NOTE]
 
 
 def sweep_row(record: dict, per_group: bool, several: bool, reference: float | None,
-              per_call: bool = False, routed: bool = False) -> list[str]:
+              per_call: bool = False, routed: bool = False,
+              contended: tuple[bool, bool] = (False, False)) -> list[str]:
     """A row's cells in ``sweep_columns`` order; ``reference``: the first backend's time at
     the same size and group (for the ratio column)."""
     cells = sweep_cells(record)
@@ -213,10 +230,32 @@ def sweep_row(record: dict, per_group: bool, several: bool, reference: float | N
     if several:
         cells.insert(3, str(record["backend"]))
         cells.append(f"{record['lat_us_p50'] / reference:.2f}x" if reference else "-")
+    cells += contention_cells(record, contended)
     rate = record.get("msg_rate") or 0  # p2p mbw_mr: messages/s over every pair, as OSU's
     notes = [f"{rate:,.0f} msg/s" if rate > 0 else "", "unstable" if record.get("unstable")
              else "", "cut short" if record.get("validation") == CUT_SHORT else ""]
     return [*cells, " ".join(note for note in notes if note)]
+
+
+def contention(record: dict) -> tuple[bool, bool]:
+    """Whether a row was measured beside compute (--overlap) and beside a load
+    (--background): its table shows their columns."""
+    return _given(record.get("overlap")), _given(record.get("background"))
+
+
+def contention_cells(record: dict, contended: tuple[bool, bool]) -> list[str]:
+    overlap, load = contended
+    cells = []
+    if overlap:
+        def ratio(name: str) -> list[str]:
+            low, high = record.get(f"{name}_lo"), record.get(f"{name}_hi")
+            return [_number(record.get(name), 2), f"{_number(low, 2)}-{_number(high, 2)}"]
+
+        cells += [_number(record.get("lat_us_p50_alone"), 1), *ratio("comm_slowdown"),
+                  *ratio("compute_slowdown"), _number(record.get("overlap_efficiency"), 2)]
+    if load:
+        cells.append(_number(record.get("background_busbw"), 3))
+    return cells
 
 
 def is_routed(record: dict) -> bool:
@@ -303,8 +342,10 @@ def table_groups(frame) -> list[tuple[str, list[str], list[list[str]]]]:
         per_group = not all(is_combined(r) for r in part)
         per_call = any(has_calls(r) for r in part)
         routed = any(is_routed(r) for r in part)
-        columns = sweep_columns(per_group, several, backends[0], per_call, routed)
-        rows = [sweep_row(r, per_group, several, first.get(reference_key(r)), per_call, routed)
+        contended = contention(part[0])
+        columns = sweep_columns(per_group, several, backends[0], per_call, routed, contended)
+        rows = [sweep_row(r, per_group, several, first.get(reference_key(r)), per_call, routed,
+                          contended)
                 for r in sorted(part, key=lambda r: (r["size_bytes"], _group_order(r)))]
         title = group_title(part[0])
         if len(key) > 4:  # split by in-place

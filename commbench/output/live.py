@@ -134,6 +134,7 @@ class Live(_Stdout, Notes):
         self._per_group = False
         self._per_call = False
         self._routed = False  # alltoallv: imbalance and the busiest rank's bytes
+        self._contended = (False, False)  # --overlap, --background: their columns
         self._both_places = False
         self._footer_rows: list[dict] = []  # what the footer needs of every row
 
@@ -196,8 +197,9 @@ class Live(_Stdout, Notes):
             self._table = key
             self._per_call = tables.has_calls(record)  # --per-call: p95, CV, spikes
             self._routed = tables.is_routed(record)
+            self._contended = tables.contention(record)  # --overlap, --background
             columns = tables.sweep_columns(per_group, self._several, self._first_backend,
-                                           self._per_call, self._routed)
+                                           self._per_call, self._routed, self._contended)
             self._layout = Layout(columns, [], tables.terminal_width())
             backend = f" {record['backend']}" if not self._several else ""
             self._print("")
@@ -212,7 +214,7 @@ class Live(_Stdout, Notes):
         if record["backend"] == self._first_backend:
             self._first_times[where] = record["lat_us_p50"]
         cells = tables.sweep_row(record, per_group, self._several, self._first_times.get(where),
-                                 self._per_call, self._routed)
+                                 self._per_call, self._routed, self._contended)
         for line in self._layout.row(cells):
             self._print(line)
         self._footer_rows.append({k: record.get(k) for k in (

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from commbench.core.errors import UsageError
 from commbench.results.trace import Call, RankTrace, StepSplit, Trace, check_order
 
-GAPS = ("none", "recorded")
+GAPS = ("none", "recorded", "compute")  # compute: the gaps filled with matmuls (replay.rank)
 # A short trace is replayed in whole passes until this many steps are timed: one step of a
 # busy machine can read 5x another (seen on the 2-core VM), and in situ is averaged alike.
 DEFAULT_STEPS = 10
@@ -217,9 +217,9 @@ def _p2p_items(trace: Trace, wanted: set[int]) -> list[Item]:
 
 def make_plan(trace: Trace, steps: list[int], gap_mode: str, isolated: bool) -> ReplayPlan:
     if gap_mode not in GAPS:
-        raise UsageError(f"bad --gaps {gap_mode!r}: none or recorded")
+        raise UsageError(f"bad --gaps {gap_mode!r}: none, recorded or compute")
     waits: dict[int, dict[int, float]] = {}
-    if gap_mode == "recorded":
+    if gap_mode in ("recorded", "compute"):
         for rank in trace.ranks:
             waits[rank] = {}
             recorded = sorted({call.step for call in trace.calls(rank)})
@@ -228,7 +228,7 @@ def make_plan(trace: Trace, steps: list[int], gap_mode: str, isolated: bool) -> 
                 before = trace.calls(rank, earlier[-1]) if earlier else None
                 waits[rank].update(gaps(trace.calls(rank, step), before))
         if not any(any(v > 0 for v in w.values()) for w in waits.values()):
-            raise UsageError(f"{trace.path}: --gaps recorded needs issue and end times, and "
+            raise UsageError(f"{trace.path}: --gaps {gap_mode} needs issue and end times, and "
                              "the trace has none")
     return ReplayPlan(tuple(steps), waits, isolated_plan(trace, steps) if isolated else ())
 

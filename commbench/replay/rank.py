@@ -50,6 +50,36 @@ if TYPE_CHECKING:  # the command's plan (replay.plan), handed in as data
     from commbench.replay.plan import ReplayPlan
 
 ALONE_PER_ROUND = 2  # timings of each distinct call after each replayed step
+GAP_MATMUL = 128  # --gaps compute: square float32 matrices, about 0.1-1 ms a product on a CPU
+
+
+class ComputeGaps:
+    """``--gaps compute``: a recorded gap is spent multiplying GAP_MATMUL x GAP_MATMUL matrices
+    (on the replay's device) instead of sleeping, so the calls meet the contention for cores,
+    memory bandwidth (and on a GPU, SMs) the job's compute made. Products run while one more
+    fits before the gap's end (the time of one, from the last); the rest of the gap, less than
+    a product, is slept."""
+
+    def __init__(self, device: str) -> None:
+        self.a = torch.rand((GAP_MATMUL, GAP_MATMUL), device=device)
+        self.out = torch.empty_like(self.a)
+        self.sync = torch.cuda.synchronize if device == "cuda" else None
+        self.per_kernel = self._kernel()  # the first pays allocation: a generous estimate
+
+    def _kernel(self) -> float:
+        started = time.perf_counter()
+        torch.matmul(self.a, self.a, out=self.out)
+        if self.sync is not None:
+            self.sync()
+        return time.perf_counter() - started
+
+    def run(self, seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() + self.per_kernel <= end:
+            self.per_kernel = self._kernel()
+        left = end - time.perf_counter()
+        if left > 0:
+            time.sleep(left)
 
 
 @dataclass(frozen=True)
@@ -102,6 +132,8 @@ class _Replayer:
         self.position = "replay: groups"
         self.current = ""  # the call being issued, for a failure's message
         self.cuda = job.device == "cuda"
+        # --gaps compute: a gap is filled with matmuls instead of a sleep
+        self.fill = ComputeGaps(job.device) if job.config.get("gaps") == "compute" else None
 
     def make_groups(self) -> None:
         timeout = timedelta(seconds=self.job.timeout)
@@ -156,7 +188,9 @@ class _Replayer:
             for i, bound in enumerate(bounds):
                 call = bound.call
                 wait = waits.get(call.seq, 0.0)
-                if wait > 0:
+                if wait > 0 and self.fill is not None:
+                    self.fill.run(wait)
+                elif wait > 0:
                     time.sleep(wait)
                 if pending and not bound.is_async:
                     self._wait(pending, ended)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, field, fields
 
 # run.json's format_version: a reader refuses a newer major version; a minor bump only adds.
-FORMAT_VERSION = "1.4"  # 1.2: the ps columns; 1.3: the alltoallv columns; 1.4: --per-call
+# 1.2: the ps columns; 1.3: the alltoallv columns; 1.4: --per-call; 1.5: --overlap/--background
+FORMAT_VERSION = "1.5"
 # The validation of a row written as a run ended inside an op's rounds (measure.sweep): measured
 # in fewer rounds than planned and never checked, so it does not make a run complete.
 CUT_SHORT = "off: the run ended before this size was checked"
@@ -107,6 +108,25 @@ class Row:
     cv_pct: float = 0.0
     spikes: int = 0
     stragglers: str = ""
+    # --overlap KIND:SIZE (measure.overlap_stats; docs/reference/metrics-and-formulas.md): the
+    # row's latency columns are the collective beside the compute; lat_us_p50_alone is it
+    # alone; the slowdowns are ratios of medians (beside / alone) with 95 % intervals; 0 = not
+    # an overlap row
+    overlap: str = ""
+    comm_slowdown: float = 0.0
+    comm_slowdown_lo: float = 0.0
+    comm_slowdown_hi: float = 0.0
+    compute_slowdown: float = 0.0
+    compute_slowdown_lo: float = 0.0
+    compute_slowdown_hi: float = 0.0
+    compute_gflops_alone: float = 0.0
+    compute_gflops_beside: float = 0.0
+    overlap_efficiency: float = 0.0
+    lat_us_p50_alone: float = 0.0
+    # --background SIZE[@RANKS]: the load beside the row's measurement, and the busbw the
+    # load's allreduce achieved meanwhile (GB/s)
+    background: str = ""
+    background_busbw: float = 0.0
     # Kept in results.jsonl only: the raw samples, for significance tests and re-analysis;
     # with rounds, how many samples each round took (samples_us in order) and its median.
     samples_us: list[float] = field(default_factory=list)
@@ -125,7 +145,8 @@ EXTRA_COLUMNS = tuple(n for n in _NAMES[len(COLUMNS):] if n not in RAW_COLUMNS)
 # What makes two rows the same measurement (compare pairs rows on all of these).
 KEY_COLUMNS = ("op", "pattern", "backend", "dtype", "reduce_op", "inplace", "device", "root",
                "rank_time", "mesh", "dim", "group_size", "group", "peers", "world_size",
-               "servers", "partition_bytes", "staleness_bound", "size_bytes")
+               "servers", "partition_bytes", "staleness_bound", "overlap", "background",
+               "size_bytes")
 # What makes rows "the same op at the same size" whether or not the rest of the key agrees:
 # rows that share these but differ in the rest are kept apart with a message.
 IDENTITY_COLUMNS = ("op", "backend", "world_size", "size_bytes")

@@ -14,6 +14,7 @@ from commbench import collectives
 from commbench.collectives.p2p import PATTERNS, WINDOW
 from commbench.core.dtypes import INTEGER, ITEMSIZE, MEASURED  # noqa: F401 (re-exported)
 from commbench.core.errors import UsageError
+from commbench.specs import contention
 
 DTYPES = MEASURED
 INTEGER_DTYPES = INTEGER
@@ -93,6 +94,11 @@ class MeasureSpec:
     bind: str = "auto"  # each rank's measuring thread on a core of its own (engine.binding)
     # Options one op declares itself (collectives.base.OpOption): ((name, value), ...).
     op_options: tuple[tuple[str, object], ...] = ()
+    # Contention (specs.contention): a compute kernel beside the collective ('matmul:1024'),
+    # another job's allreduce of this many bytes per rank, and that load's ranks (() = all).
+    overlap: str = ""
+    background: int = 0
+    background_ranks: tuple[int, ...] = ()
 
     def device_for(self, backend: str) -> str:
         """Buffers live on the GPU for NCCL and on the CPU for gloo unless --device says so."""
@@ -429,6 +435,8 @@ def validate(config: MeasureSpec, world: int) -> None:
             if op.rooted and config.root >= sizes[dim]:
                 raise UsageError(f"bad --root {config.root}: with --dim {dim} the root is a rank "
                                  f"within each group of {sizes[dim]} (0..{sizes[dim] - 1})")
+    contention.refuse(config.overlap, config.background, config.background_ranks, world,
+                      config.per_call, {op.name: op.contended for op in ops})
     for name in config.ops:
         op = collectives.get(name)
         if world < op.min_world:

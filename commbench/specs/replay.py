@@ -13,7 +13,7 @@ class ReplaySpec:
     trace: str = ""
     steps: str | None = None  # None: every step after the first (replay.plan)
     curves: str | None = None  # None: this launch's quick sweep at the trace's sizes
-    gaps: str = "none"  # none | recorded
+    gaps: str = "none"  # none | recorded (sleep) | compute (matmuls, replay.rank.ComputeGaps)
     nproc: int | None = None  # None: the trace's world size
     timeout: float = 300.0
     backend: str = "auto"  # auto: the trace's backend

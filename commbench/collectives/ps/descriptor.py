@@ -41,6 +41,7 @@ class ParameterServer(Workload):
     min_world = 2
     factor_text = "max(1, W/S), W workers, S servers"
     in_runs = False
+    contended = False  # workers and servers are roles of their own: no --overlap/--background
     options = ps_options.OPTIONS
     # The step ends when the slowest worker has its sum: the max over workers (the servers
     # are left out: see active).
