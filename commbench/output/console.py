@@ -179,7 +179,7 @@ def timing_note(record: dict) -> str:
     spikes = (f", spikes = calls over {SPIKE_RATIO:g}x the median" if has_calls(record)
               else "")
     beside = [f"beside {record[name]}" + (" traffic" if name == "background" else "")
-              for name in ("overlap", "background") if _given(record.get(name))]
+              for name in ("overlap", "background") if given(record.get(name))]
     return ", ".join([*what, *beside, f"time = median, rank-time {record.get('rank_time')}, "
                       f"p99 over {tail}{spikes}"])
 
@@ -240,7 +240,7 @@ def sweep_row(record: dict, per_group: bool, several: bool, reference: float | N
 def contention(record: dict) -> tuple[bool, bool]:
     """Whether a row was measured beside compute (--overlap) and beside a load
     (--background): its table shows their columns."""
-    return _given(record.get("overlap")), _given(record.get("background"))
+    return given(record.get("overlap")), given(record.get("background"))
 
 
 def contention_cells(record: dict, contended: tuple[bool, bool]) -> list[str]:
