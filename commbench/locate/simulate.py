@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from commbench.locate import retests
 from commbench.locate.attribution import PairResult
-from commbench.locate.schedule import Round, schedule
+from commbench.locate.schedule import Round
 from commbench.locate.verdict import is_bad
 from commbench.specs.locate import LocateSpec, MinEffect
 
@@ -208,13 +208,13 @@ class Outcome:
 def simulate(fleet: Fleet, rounds: str = "quick", seed: int = 0,
              spec: LocateSpec | None = None) -> Outcome:
     """One simulated locate run: plant, the schedule, measure, retest, judge."""
-    spec = spec or LocateSpec()
+    spec = replace(spec or LocateSpec(), rounds=rounds, seed=seed)
     rng = np.random.default_rng(seed)
-    main = schedule(fleet.entities, rounds, seed, fleet.leaves())
+    main = retests.main_rounds(fleet.entities, spec, fleet.leaves())
     planted = plant(fleet, rng, main)
     pairs, judged = retests.locate_offline(
-        fleet.entities, main, lambda more: measure(fleet, planted, more, rng), fleet.level,
-        spec.min_effect, spec.confirm, spec.follow_ups, leaves=fleet.leaves())
+        fleet.entities, lambda more: measure(fleet, planted, more, rng), fleet.level, spec,
+        leaves=fleet.leaves(), main=main)
     named = {(s.kind, tuple(s.entities)) for s in judged.suspects
              if is_bad(s.verdict)}
     retest = len({p.round for p in pairs if p.phase != "main"})
