@@ -13,7 +13,8 @@ Why pooled and sequential:
   fleet's normal pair of the same round, and their median, its interval and its z from the
   noise this run measured say how slow and how sure;
 - a candidate is retested (known-good partners; a link: its own pair again) in batches of
-  ``confirm`` until its evidence settles: bad (effect >= --min-effect and z >= 3.5), clearly
+  ``confirm`` until its evidence settles: bad (effect >= --min-effect and z beyond the
+  run's ``bad_z``), clearly
   below --min-effect, or not reproduced, within ``follow_ups`` batches (the rank side's cap);
 - the median, not the mean: a busy machine's pair noise has a heavy tail (one pair in ten or
   fifteen 1.1-1.3x slow in latency), and one such pair moved a mean of four past the line;
@@ -42,8 +43,12 @@ pair was otherwise named a bad link).
 
 Verdicts: no retest: ``inconclusive`` (no known-good partner); retests not slow (their median
 less than the --min-effect): ``transient`` when the matrix had it beyond 3.5 z, else
-``ok``; pooled effect below --min-effect: ``ok``; pooled z >= 3.5: ``bad <kind>``; else
-``inconclusive``. ``ok`` candidates are no suspects (entities.csv shows them as ok).
+``ok``; pooled effect below --min-effect: ``ok``, or ``slow`` (an entity) where its pooled z
+is beyond ``slow_z``; pooled z beyond ``bad_z`` (3.5 raised for the candidate-metrics judged,
+``z_limit``): ``bad <kind>``; else ``inconclusive``. Entities that were no candidate are
+screened for ``slow`` on their measurements (``_screen``). ``ok`` candidates are no suspects
+(entities.csv shows them as ok). The z, the line and their sources are returned with the
+verdicts (``Judged.rule``), so that every text states what was applied.
 """
 
 from __future__ import annotations
