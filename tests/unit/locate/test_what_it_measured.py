@@ -449,3 +449,17 @@ def test_no_bar_off_a_terminal():
     bar.pair({"round": 0, "phase": "main"})
     bar.close()
     assert bar._bar is None and len(files.calls) == 4
+
+
+def test_report_of_a_run_with_a_slow_rank_does_not_say_no_suspect(tmp_path, capsys):
+    """report's one line and section read run.json: a slow entity is named there too."""
+    from commbench.cli import main
+    from commbench.specs.locate import LocateSpec
+
+    _finished(tmp_path / "run", 8, {3: 0.93}, 0.03, 0, LocateSpec(small=8, large=262144),
+              capsys)
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report")])
+    assert done.value.code == 0
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "no bad entity or link; 1 slow: rank 3" in md and "No suspect" not in md
