@@ -113,11 +113,9 @@ def verdicts(n: int, slow: dict, noise, rng, latency_too=True, confirm=3) -> set
     from commbench.locate import retests
     from commbench.specs.locate import LocateSpec
 
-    spec = LocateSpec(confirm=confirm)
     _, judged = retests.locate_offline(
-        n, rounds_of.schedule(n, spec.rounds), lambda rounds: measure(rounds, slow, noise, rng,
-                                                                 latency_too),
-        "gpu", spec.min_effect, spec.confirm, spec.follow_ups)
+        n, lambda rounds: measure(rounds, slow, noise, rng, latency_too), "gpu",
+        LocateSpec(confirm=confirm))
     return {s.entities for s in judged.suspects if s.verdict.startswith("bad")}
 
 

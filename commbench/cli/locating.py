@@ -24,8 +24,9 @@ def register(app: typer.Typer) -> None:
             "lines or a SLURM topology.conf; a leaf slow only across leaves is named "
             "'bad switch'."),
         rounds: str = typer.Option(
-            DEFAULTS.rounds, "--rounds", help="full (every pair: N-1 rounds of N/2 concurrent "
-            "pairs), quick (a few seeded rounds) or K."),
+            DEFAULTS.rounds, "--rounds", help="full (every pair: the round robin, N-1 rounds "
+            "of N/2 concurrent pairs, run twice up to 16 entities so each pair is read twice), "
+            "quick (about log2 N + 2 seeded rounds) or K (K rounds)."),
         sizes: str = typer.Option(f"{DEFAULTS.small},{format_size(DEFAULTS.large)}", "--sizes",
                                   "-s", help="SMALL,LARGE: latency at the "
                                   "small size, busbw (bidirectional p2p) at the large one."),
@@ -34,9 +35,12 @@ def register(app: typer.Typer) -> None:
             "partners (a link: its pair again); batches until the pooled evidence settles."),
         min_effect: Optional[str] = typer.Option(  # noqa: UP045
             None, "--min-effect", help="A candidate is at least this much slower than the "
-            "fleet median, and bad when its pooled effect is too (with 3.5 z): one share "
-            "(10%) or per metric (busbw=20%,lat=15%). Default: drawn from the noise this run "
-            "measured, 4 x its pair noise within 10%-30% per metric (a metric left out too)."),
+            "fleet median; bad when its pooled effect is too and its pooled z is beyond 3.5 "
+            "raised for the candidates judged (3.9 at 20, 4.4 at 160); beyond the z but under "
+            "this line: slow (exit 0). One share (10%) or per metric (busbw=20%,lat=15%). "
+            "Default: drawn from the noise this run measured, 4 x its pair noise within "
+            "10%-30% per metric (a metric left out too). The output states the z, the line and "
+            "where each came from."),
         nproc: Optional[int] = typer.Option(  # noqa: UP045
             None, "--nproc", help="Local ranks to start (default: one per GPU, else 4; not "
             "under a launcher)."),

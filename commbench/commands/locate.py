@@ -113,6 +113,10 @@ def finish(path: Path, spec: LocateSpec, output: LocateOutput, error: str,
             "min_effect_line": _line_words(view.line, spec), "z_limit": Z_LIMIT,
             "measured_pairs": view.measured_pairs,
             "leaves": len({leaf for leaf in view.leaves if leaf is not None})}
+    if view.rule is not None:  # what the decision used, not a constant
+        head.update(z_limit=view.rule.z, candidates=view.rule.candidates,
+                    slow_z=view.rule.slow_z, min_effect=view.rule.line_words(),
+                    rule=view.rule.words())
     if not view.measured_pairs:
         status = "failed"  # no pair: no verdict, whatever stopped it
         error = error or (f"measured no pair: {fleet_words(head)} at this level, nothing "
@@ -121,12 +125,12 @@ def finish(path: Path, spec: LocateSpec, output: LocateOutput, error: str,
         status = "complete" if not error else "partial"
     head["status"] = status
     meta.update(status=status, error=error or None, end_time=results.now(),
-                suspects=view.suspects, transient=view.transient,
-                min_effect=_line_dict(view.line))
+                suspects=view.suspects, transient=view.transient, slow=view.slow,
+                min_effect=_line_dict(view.line), rule=_rule_dict(view.rule))
     results.RunWriter(path).update(meta)
     write_files(path, found, records, view, head, meta)
     stream = sys.stderr if output.json_out else sys.stdout
-    for line in console_lines(view.suspects, view.transient, head):
+    for line in console_lines(view.suspects, view.transient, head, view.slow):
         print(line, file=stream)
     print(f"results: {path}", file=stream, flush=True)
     if not view.measured_pairs:
@@ -136,6 +140,8 @@ def finish(path: Path, spec: LocateSpec, output: LocateOutput, error: str,
                    "rounds": view.rounds, "level": level, "status": status,
                    "suspects": [_json_suspect(s) for s in view.suspects],
                    "transient": [_json_suspect(s) for s in view.transient],
+                   "slow": [_json_suspect(s) for s in view.slow],
+                   "rule": _rule_dict(view.rule),
                    "min_effect": _line_dict(view.line), "results": str(path)}
         print(json.dumps(summary), flush=True)
     return {"pairs": len(records), "code": view.exit_code}
@@ -156,6 +162,11 @@ def _line_words(line, spec: LocateSpec) -> str:
     if spec.min_effect is not None and None not in (spec.min_effect.busbw, spec.min_effect.lat):
         return f"{spec.min_effect.words()} (--min-effect)"
     return "from the run's noise (nothing measured to draw it from)"
+
+
+def _rule_dict(rule) -> dict | None:
+    """The rule applied (locate.rule.Rule.as_dict); None where nothing was judged."""
+    return rule.as_dict() if rule is not None else None
 
 
 def _line_dict(line) -> dict | None:

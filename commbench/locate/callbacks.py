@@ -15,14 +15,13 @@ from commbench.specs.locate import LocateSpec
 
 def plan_rounds(spec: LocateSpec, hosts: list[dict]) -> tuple[list[dict], list]:
     """Entities of the level and the main rounds, as the ranks will run them."""
-    from commbench.locate import fleet
-    from commbench.locate.schedule import schedule
+    from commbench.locate import fleet, retests
 
     level = spec.level or fleet.default_level(hosts)
     found = fleet.entities(level, hosts)
     if len(found) < 2:
         return [asdict(e) for e in found], []
-    rounds = schedule(len(found), spec.rounds, spec.seed, leaves_of(spec, found))
+    rounds = retests.main_rounds(len(found), spec, leaves_of(spec, found))
     return [asdict(e) for e in found], fleet.rank_rounds(level, found, rounds)
 
 
@@ -36,8 +35,8 @@ def follow_up(spec: LocateSpec, found: list[dict], records: list[dict]) -> list:
     if not entities:
         return []
     pairs = [pair_result(r) for r in records]
-    rounds = retests.next_rounds(len(entities), pairs, entities[0].kind, spec.min_effect,
-                                      spec.confirm, leaves_of(spec, entities))
+    rounds = retests.next_batch(len(entities), pairs, entities[0].kind, spec,
+                                leaves_of(spec, entities))
     return fleet.rank_rounds(entities[0].kind, entities, rounds)
 
 

@@ -13,7 +13,8 @@ Why pooled and sequential:
   fleet's normal pair of the same round, and their median, its interval and its z from the
   noise this run measured say how slow and how sure;
 - a candidate is retested (known-good partners; a link: its own pair again) in batches of
-  ``confirm`` until its evidence settles: bad (effect >= --min-effect and z >= 3.5), clearly
+  ``confirm`` until its evidence settles: bad (effect >= --min-effect and z beyond the
+  run's ``bad_z``), clearly
   below --min-effect, or not reproduced, within ``follow_ups`` batches (the rank side's cap);
 - the median, not the mean: a busy machine's pair noise has a heavy tail (one pair in ten or
   fifteen 1.1-1.3x slow in latency), and one such pair moved a mean of four past the line;
@@ -42,15 +43,19 @@ pair was otherwise named a bad link).
 
 Verdicts: no retest: ``inconclusive`` (no known-good partner); retests not slow (their median
 less than the --min-effect): ``transient`` when the matrix had it beyond 3.5 z, else
-``ok``; pooled effect below --min-effect: ``ok``; pooled z >= 3.5: ``bad <kind>``; else
-``inconclusive``. ``ok`` candidates are no suspects (entities.csv shows them as ok).
+``ok``; pooled effect below --min-effect: ``ok``, or ``slow`` (an entity) where its pooled z
+is beyond ``slow_z``; pooled z beyond ``bad_z`` (3.5 raised for the candidate-metrics judged,
+``z_limit``): ``bad <kind>``; else ``inconclusive``. Entities that were no candidate are
+screened for ``slow`` on their measurements (``_screen``). ``ok`` candidates are no suspects
+(entities.csv shows them as ok). The z, the line and their sources are returned with the
+verdicts (``Judged.rule``), so that every text states what was applied.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 
 import numpy as np
@@ -58,6 +63,7 @@ import numpy as np
 from commbench.locate.attribution import (
     MAD_TO_SIGMA,
     MEDIAN_SE,
+    METRICS,
     Z_LIMIT,
     Attribution,
     Effect,
@@ -79,6 +85,7 @@ from commbench.locate.noise import (
     round_levels,
     run_noise,
 )
+from commbench.locate.rule import Rule, _raised
 from commbench.locate.schedule import SMALL_FLEET
 from commbench.locate.verdict import GROUPS, PASSED, Verdict, is_bad
 
@@ -149,6 +156,21 @@ class Judged:
     evidence: dict[tuple[str, tuple[int, ...]], Evidence]
     open: list[Suspect]
     line: Line | None = None  # the --min-effect used: given, or drawn from the run's noise
+    bad_z: float = Z_LIMIT  # the pooled z a bad needed (z_limit of ``candidates``)
+    candidates: int = 0  # candidate-metrics judged
+    slow_z: float = Z_LIMIT  # the pooled z a slow needed (z_limit of ``screened``)
+    screened: int = 0  # candidate-metrics and every other entity's metrics
+    # entities no candidate, yet beyond ``slow_z`` on their measurements: ``slow``
+    slow: list[Suspect] = field(default_factory=list)
+    # what the verdicts were taken against (``_judge``), kept for the screening after it
+    context: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def rule(self) -> Rule | None:
+        """The rule these verdicts applied; None before a line was resolved."""
+        if not isinstance(self.line, Line):
+            return None
+        return Rule(self.bad_z, self.candidates, self.line, self.slow_z, self.screened)
 
 
 # ---- a candidate's evidence -----------------------------------------------------------------
@@ -203,8 +225,10 @@ def _partner(suspect: Suspect, p: PairResult) -> int:
 # ---- the decision -----------------------------------------------------------------------------
 
 def verdict(suspect: Suspect, found: Evidence, min_effect: Effect, confirm: int = 3,
-            bad_z: float = Z_LIMIT) -> Verdict:
-    """``bad_z``: the pooled z a ``bad`` needs (``z_limit`` of the run's candidates)."""
+            bad_z: float = Z_LIMIT, slow_z: float | None = None) -> Verdict:
+    """``bad_z``: the pooled z a ``bad`` needs (``z_limit`` of the run's candidates);
+    ``slow_z``: the pooled z an entity under the line needs to be ``slow`` (None: no such
+    verdict, it is ``ok``)."""
     slow = limit(min_effect, suspect.metric)
     if not found.retests:
         return Verdict.INCONCLUSIVE
@@ -212,6 +236,11 @@ def verdict(suspect: Suspect, found: Evidence, min_effect: Effect, confirm: int 
         strong = suspect.z <= -Z_LIMIT and found.main and float(np.median(found.main)) <= slow
         return Verdict.TRANSIENT if strong else Verdict.OK
     if found.effect > slow or found.effect >= 0:
+        # under the line: ok, unless far beyond the noise (a rank 3 ms slower per call read
+        # 0.71-0.75x busbw at z -12 on a busy machine, under a 30 % line: "no suspect")
+        if (slow_z is not None and suspect.kind not in GROUPS and found.effect < 0
+                and found.z <= -slow_z and len(found.retests) >= min(confirm, 3)):
+            return Verdict.SLOW
         return Verdict.OK
     if found.z <= -bad_z and len(found.retests) >= min(confirm, 3):
         return Verdict.bad(suspect.kind)
@@ -292,7 +321,51 @@ def judge(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effect | N
                 also=tuple(also)))
         judged = _judge(n, attribution, pairs, min_effect, names, confirm)
     judged.line = min_effect
+    judged.slow = _screen(n, judged, kind, min_effect, names)
     return judged
+
+
+def _screen(n: int, judged: Judged, kind: str, min_effect: Effect,
+            names: Sequence[str]) -> list[Suspect]:
+    """Entities that were no candidate (under the line in the matrix) yet whose measurements
+    with partners nobody suspects lie beyond ``slow_z``, in any metric: ``slow``, listed
+    with their evidence, never ``bad`` (no retest confirmed them, and they are under the
+    line). A link's pairs are no evidence about its ends (``evidence_of``)."""
+    attribution, context = judged.attribution, judged.context
+    if not context:
+        return []
+    candidates = {s.entities[0] for s in attribution.suspects if s.kind not in GROUPS}
+    candidates |= attribution.candidates
+    found = []
+    for e in range(n):
+        if e in candidates:
+            continue
+        for metric in sorted(METRICS, key=lambda m: attribution.scores[m].z.get(e, 0.0)):
+            there = Suspect(kind, (e,), metric, _ratio_of(attribution, "busbw", e),
+                            _ratio_of(attribution, "lat", e),
+                            attribution.scores[metric].slow_with.get(e, (0, 0)),
+                            attribution.scores[metric].z.get(e, 0.0))
+            evidence = evidence_of(there, attribution, context["pairs"], context["levels"],
+                                   context["sigma"], context["index"], context["tested"])
+            if not (evidence.count >= 3 and evidence.effect < 0
+                    and evidence.z <= -judged.slow_z):
+                continue
+            there.effect, there.interval = evidence.effect, evidence.interval
+            there.measurements, there.pooled_z = evidence.count, evidence.z
+            there.confirmed = (evidence.slow_again(limit(min_effect, metric)),
+                               len(evidence.retests))
+            _pooled_ratios(there)
+            there.verdict = Verdict.SLOW
+            there.evidence = words(there, evidence, names, min_effect, judged.bad_z,
+                                   judged.candidates, judged.slow_z, judged.screened)
+            found.append(there)
+            break
+    return found
+
+
+def _ratio_of(attribution: Attribution, metric: str, e: int) -> float:
+    value = attribution.scores[metric].score.get(e, 0.0)
+    return math.exp(value) if metric == "busbw" else math.exp(-value)
 
 
 def _doubtful_ends(judged: Judged, min_effect: Effect) -> dict[int, tuple[str, ...]]:
@@ -344,7 +417,13 @@ def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_ef
     found, still_open = {}, []
     index = _by_entity(pairs)
     # every metric a candidate is judged in is one more chance for a clean fleet
-    bad_z = z_limit(sum(1 + len(s.also) for s in attribution.suspects))
+    candidates = sum(1 + len(s.also) for s in attribution.suspects)
+    bad_z = z_limit(candidates)
+    # a slow: any candidate-metric, or any metric of any other entity (``_screen``)
+    others = n - len({s.entities[0] for s in attribution.suspects if s.kind not in GROUPS}
+                     | attribution.candidates)
+    screened = candidates + max(0, others) * len(attribution.scores)
+    slow_z = z_limit(screened)
     for suspect in attribution.suspects:
         # judged in every metric it was a candidate in, named in the first that names it
         # (the furthest out first); the others must settle too before its retests stop
@@ -355,7 +434,11 @@ def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_ef
                                                  index, (entities, tested_links))))
         first = next((i for i, (there, found_there) in enumerate(judged_in)
                       if is_bad(verdict(there, found_there, min_effect, confirm,
-                                        bad_z))), 0)
+                                        bad_z))), None)
+        if first is None:  # named slow in none but one: judged there (else the first)
+            first = next((i for i, (there, found_there) in enumerate(judged_in)
+                          if verdict(there, found_there, min_effect, confirm, bad_z, slow_z)
+                          == Verdict.SLOW), 0)
         metrics = [there.metric for there, _ in judged_in]
         suspect.metric = metrics.pop(first)
         suspect.also = tuple(metrics)
@@ -366,8 +449,9 @@ def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_ef
         suspect.effect, suspect.interval = evidence.effect, evidence.interval
         suspect.measurements, suspect.pooled_z = evidence.count, evidence.z
         _pooled_ratios(suspect)
-        suspect.verdict = verdict(suspect, evidence, min_effect, confirm, bad_z)
-        suspect.evidence = words(suspect, evidence, names, min_effect, bad_z)
+        suspect.verdict = verdict(suspect, evidence, min_effect, confirm, bad_z, slow_z)
+        suspect.evidence = words(suspect, evidence, names, min_effect, bad_z, candidates,
+                                 slow_z, screened)
         if n >= 3 and not all(settled(there, found_there, min_effect, confirm, bad_z,
                                       n <= SMALL_FLEET) for there, found_there in judged_in):
             still_open.append(suspect)
@@ -392,7 +476,10 @@ def _judge(n: int, attribution: Attribution, pairs: Sequence[PairResult], min_ef
                                    lambda end: evidence_of(end, attribution, pairs, levels,
                                                            sigma, index,
                                                            (entities, tested_links)))
-    return Judged(attribution, attribution.suspects, found, still_open)
+    return Judged(attribution, attribution.suspects, found, still_open, bad_z=bad_z,
+                  candidates=candidates, slow_z=slow_z, screened=screened,
+                  context={"pairs": pairs, "levels": levels, "sigma": sigma, "index": index,
+                           "tested": (entities, tested_links)})
 
 
 def _unless_an_end_is_slow(suspect: Suspect, attribution: Attribution, min_effect: Effect,
@@ -457,10 +544,13 @@ def _pooled_ratios(suspect: Suspect) -> None:
 # ---- words ------------------------------------------------------------------------------------
 
 def words(suspect: Suspect, found: Evidence, names: Sequence[str],
-          min_effect: Effect | None = None, bad_z: float = Z_LIMIT) -> str:
+          min_effect: Effect | None = None, bad_z: float = Z_LIMIT, candidates: int = 0,
+          slow_z: float | None = None, screened: int = 0) -> str:
     """'rank 1 - rank 3: 0.68x [0.61-0.74] the fleet median busbw over 4 exchanges (1 in the
-    matrix, 3 retests, slow again 3/3), z -4.2, both ends normal with their other partners;
-    min effect 12%' (the line it was judged against, in its metric)."""
+    matrix, 3 retests, slow again 3/3), z -4.2 (bad needs 3.9: 3.5 raised for 20
+    candidate-metrics), both ends normal with their other partners; min effect 12% (noise)'
+    : the z and the line it was judged against, in its metric, and where each came from
+    (a ``slow`` entity: the z a slow needed)."""
     who = (f"switch {suspect.name}" if suspect.kind == "switch"
            else " - ".join(names[e] for e in suspect.entities))
     if not found.count:
@@ -475,16 +565,21 @@ def words(suspect: Suspect, found: Evidence, names: Sequence[str],
                 f"fleet median {metric}")
     retests = len(found.retests)
     done = (f"{retests} retests, slow again {suspect.confirmed[0]}/{retests}" if retests
-            else "not retested (no known-good partner)")
+            else "not retested (under the line in the matrix: no candidate)"
+            if suspect.verdict == Verdict.SLOW else "not retested (no known-good partner)")
     text = (f"{who}: {what} over {found.count} exchanges ({len(found.main)} in the matrix, "
             f"{done}), z {found.z:.1f}")
-    if bad_z > Z_LIMIT:
-        text += f" (bad needs {bad_z:.1f} among this run's candidates)"
+    if suspect.verdict == Verdict.SLOW and slow_z is not None:
+        text += f" (slow needs {slow_z:.1f}: {_raised(slow_z, screened, 'entity-metric')})"
+    else:
+        text += f" (bad needs {bad_z:.1f}: {_raised(bad_z, candidates, 'candidate-metric')})"
     if suspect.kind == "link":
         text += ", both ends normal with their other partners"
     if suspect.kind == "switch":
         text += (f", across leaves; its {len(suspect.entities)} entities normal with each "
                  "other inside the leaf (its uplink)")
     if min_effect is not None:
-        text += f"; min effect {as_min_effect(min_effect).of(suspect.metric):.0%}"
+        source = (min_effect.source(suspect.metric) if isinstance(min_effect, Line)
+                  else "given")
+        text += f"; min effect {as_min_effect(min_effect).of(suspect.metric):.0%} ({source})"
     return text

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from commbench.locate.attribution import Attribution, PairResult, Suspect
     from commbench.locate.fleet import Entity
     from commbench.locate.noise import Line
+    from commbench.locate.rule import Rule
 
 
 class SuspectRow(TypedDict):
@@ -69,9 +70,11 @@ class Findings:
     leaves: tuple[str | None, ...]
     suspects: list[SuspectRow] = field(default_factory=list)
     transient: list[SuspectRow] = field(default_factory=list)
+    slow: list[SuspectRow] = field(default_factory=list)  # beyond the z, under the line
     entities: list[EntityRow] = field(default_factory=list)
     attribution: Attribution | None = None
     line: Line | None = None  # the --min-effect line judged against; None: nothing judged
+    rule: Rule | None = None  # the z, the line and their sources applied; None: nothing judged
 
     @property
     def exit_code(self) -> int:
@@ -116,7 +119,7 @@ def leaves_of(spec: LocateSpec, entities: list) -> tuple[str | None, ...]:
 def findings(found: list[Entity], records: list[dict], spec: LocateSpec) -> Findings:
     """The attribution of the pairs measured, judged as the confirmation judges them."""
     from commbench.locate import attribution as locate
-    from commbench.locate import confirmation
+    from commbench.locate import retests
 
     n = len(found)
     pairs = [pair_result(r) for r in records]
@@ -130,15 +133,17 @@ def findings(found: list[Entity], records: list[dict], spec: LocateSpec) -> Find
         view.entities = [unmeasured_row(e) for e in found]
         return view
     kind = found[0].kind
-    decided = confirmation.judge(n, pairs, kind, spec.min_effect, names, spec.confirm,
-                                 view.leaves)
+    decided = retests.decide(n, pairs, kind, spec, names, view.leaves)
     # A candidate whose pooled evidence came out ok is no suspect (its entity row says ok).
     judged = [s for s in decided.suspects if s.verdict != Verdict.OK or s.kind not in GROUPS]
+    judged += decided.slow
     judged += locate.hung_suspects(pairs, names)
     judged += locate.wrong_suspects(n, pairs, names, kind)
     rows = [suspect_row(s, found) for s in judged]
-    view.attribution, view.line = decided.attribution, decided.line
-    view.suspects = [r for r in rows if r["verdict"] not in PASSED]
+    view.attribution, view.line, view.rule = decided.attribution, decided.line, decided.rule
+    view.suspects = [r for r in rows if r["verdict"] not in PASSED
+                     and r["verdict"] != Verdict.SLOW]
+    view.slow = [r for r in rows if r["verdict"] == Verdict.SLOW]
     view.transient = [r for r in rows if r["verdict"] == Verdict.TRANSIENT]
     view.entities = entity_rows(found, decided.attribution, judged)
     return view

@@ -88,6 +88,13 @@ class Line(MinEffect):
             return f"{MinEffect.words(self)} (--min-effect)"
         return ", ".join(self._metric_words(m) for m in LINE_METRICS)
 
+    def source(self, metric: str) -> str:
+        """Where ``metric``'s share came from: given, noise, floor or cap (``both``: the
+        smaller share's, as ``of`` takes it)."""
+        if metric == "both":
+            metric = "busbw" if self.busbw <= self.lat else "lat"
+        return getattr(self, f"how_{metric}")
+
     def short(self) -> str:
         """The shares alone: '12%', or '14% (busbw) / 10% (latency)'."""
         return MinEffect.words(self)

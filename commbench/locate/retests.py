@@ -7,11 +7,13 @@ verdicts are locate.confirmation's (docs/commands/locate.md, "How it decides"). 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from commbench.locate.attribution import Attribution, Effect, PairResult, Suspect, limit
 from commbench.locate.confirmation import Judged, judge
 from commbench.locate.noise import _is_test_of, _tested, resolve
-from commbench.locate.schedule import SMALL_FLEET, Round, pack
+from commbench.locate.schedule import SMALL_FLEET, Round, pack, schedule
+from commbench.specs.locate import LocateSpec
 
 
 def good_partners(n: int, attribution: Attribution) -> list[int]:
@@ -55,7 +57,11 @@ def next_rounds(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effe
             link_orders.append([_ordered(*suspect.entities)])
             continue
         if suspect.kind == "switch":
-            orders.append(_switch_retests(suspect, pairs, good, confirm))
+            # none where no known-good entity sits under another leaf (the round robin
+            # twice at 12 nodes under 3 leaves: every retest batch stopped on it)
+            across = _switch_retests(suspect, pairs, good, confirm)
+            if across:
+                orders.append(across)
             continue
         met = {p.a if p.b == me else p.b for p in pairs if p.phase == "confirm"
                and me in (p.a, p.b)}
@@ -111,23 +117,48 @@ def batches(n: int, follow_ups: int) -> int:
     return follow_ups + (1 if n <= SMALL_FLEET else 0)
 
 
-def locate_offline(n: int, main: Sequence[Round],
-                   measure: Callable[[Sequence[Round]], list[PairResult]], kind: str,
-                   min_effect: Effect | None, confirm: int, follow_ups: int,
-                   names: Sequence[str] | None = None,
-                   leaves: Sequence[str | None] = ()) -> tuple[list[PairResult], Judged]:
-    """The whole decision as the ranks run it (locate.rank: the main rounds, then up to
-    ``follow_ups`` batches of ``next_rounds``, then ``judge``), with ``measure`` standing in
-    for the ranks: for synthetic fleets (tests, locate.simulate). ``min_effect`` None: the
-    line drawn from the main matrix's noise, once (as every later call would draw it)."""
+def main_rounds(n: int, spec: LocateSpec, leaves: Sequence[str | None] = ()) -> list[Round]:
+    """The main rounds of a run of ``n`` entities as ``spec`` asks (--rounds, --seed): the
+    round robin, twice up to SMALL_FLEET entities, or quick's seeded rounds
+    (``schedule.schedule``). The command (locate.callbacks), the simulator and the tests all
+    take them from here."""
+    return schedule(n, spec.rounds, spec.seed, leaves)
+
+
+def next_batch(n: int, pairs: Sequence[PairResult], kind: str, spec: LocateSpec,
+               leaves: Sequence[str | None] = (), judged: Judged | None = None) -> list[Round]:
+    """The next batch of retests as ``spec`` asks (--confirm, --min-effect: drawn from the
+    main matrix's noise where not given): ``next_rounds``."""
+    return next_rounds(n, pairs, kind, spec.min_effect, spec.confirm, leaves, judged)
+
+
+def decide(n: int, pairs: Sequence[PairResult], kind: str, spec: LocateSpec,
+           names: Sequence[str] | None = None, leaves: Sequence[str | None] = ()) -> Judged:
+    """The verdicts on the pairs measured, as ``spec`` asks: ``confirmation.judge``."""
+    return judge(n, pairs, kind, spec.min_effect, names, spec.confirm, leaves)
+
+
+def locate_offline(n: int, measure: Callable[[Sequence[Round]], list[PairResult]], kind: str,
+                   spec: LocateSpec | None = None, names: Sequence[str] | None = None,
+                   leaves: Sequence[str | None] = (), main: Sequence[Round] | None = None
+                   ) -> tuple[list[PairResult], Judged]:
+    """The whole decision as the ranks run it, with ``measure`` standing in for the ranks
+    (synthetic fleets: the tests, locate.simulate, bench/): ``main_rounds`` (``main``: rounds
+    already drawn from it, where the caller planted a fault on them), then up to
+    ``batches(n, spec.follow_ups)`` of ``next_batch``, then ``decide``, with the command's
+    defaults (``LocateSpec()``: the round robin twice up to 16 entities, the line drawn
+    from the noise). The line is drawn from the main matrix once, as every later call of
+    the ranks' side draws it again from the same main pairs."""
+    spec = spec or LocateSpec()
+    main = list(main) if main is not None else main_rounds(n, spec, leaves)
     pairs = list(measure(main))
-    min_effect = resolve(min_effect, n, pairs, kind, leaves)
-    judged = judge(n, pairs, kind, min_effect, names, confirm, leaves)
-    for _ in range(batches(n, follow_ups)):
+    spec = replace(spec, min_effect=resolve(spec.min_effect, n, pairs, kind, leaves))
+    judged = decide(n, pairs, kind, spec, names, leaves)
+    for _ in range(batches(n, spec.follow_ups)):
         # the judgement of the pairs so far decides the next batch, then the verdicts
-        more = next_rounds(n, pairs, kind, min_effect, confirm, leaves, judged)
+        more = next_batch(n, pairs, kind, spec, leaves, judged)
         if not more:
             break
         pairs += measure(more)
-        judged = judge(n, pairs, kind, min_effect, names, confirm, leaves)
+        judged = decide(n, pairs, kind, spec, names, leaves)
     return pairs, judged

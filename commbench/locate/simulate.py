@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from commbench.locate import retests
 from commbench.locate.attribution import PairResult
-from commbench.locate.schedule import Round, schedule
+from commbench.locate.schedule import Round
 from commbench.locate.verdict import is_bad
 from commbench.specs.locate import LocateSpec, MinEffect
 
@@ -203,25 +203,29 @@ class Outcome:
     rounds: int  # main + retest rounds
     retest_rounds: int
     line: tuple[float, float] = (float("nan"), float("nan"))  # --min-effect used (busbw, lat)
+    listed_slow: bool = False  # an entity not planted listed ``slow`` (a clean fleet: any)
 
 
 def simulate(fleet: Fleet, rounds: str = "quick", seed: int = 0,
              spec: LocateSpec | None = None) -> Outcome:
     """One simulated locate run: plant, the schedule, measure, retest, judge."""
-    spec = spec or LocateSpec()
+    spec = replace(spec or LocateSpec(), rounds=rounds, seed=seed)
     rng = np.random.default_rng(seed)
-    main = schedule(fleet.entities, rounds, seed, fleet.leaves())
+    main = retests.main_rounds(fleet.entities, spec, fleet.leaves())
     planted = plant(fleet, rng, main)
     pairs, judged = retests.locate_offline(
-        fleet.entities, main, lambda more: measure(fleet, planted, more, rng), fleet.level,
-        spec.min_effect, spec.confirm, spec.follow_ups, leaves=fleet.leaves())
+        fleet.entities, lambda more: measure(fleet, planted, more, rng), fleet.level, spec,
+        leaves=fleet.leaves(), main=main)
     named = {(s.kind, tuple(s.entities)) for s in judged.suspects
              if is_bad(s.verdict)}
     retest = len({p.round for p in pairs if p.phase != "main"})
+    planted_entities = {e for _, entities in planted.expected for e in entities}
+    slow = {s.entities[0] for s in [*judged.suspects, *judged.slow] if s.verdict == "slow"}
     return Outcome(named == planted.expected and bool(planted.expected) or
                    (not planted.expected and not named),
                    bool(named - planted.expected), len(main) + retest, retest,
-                   (judged.line.busbw, judged.line.lat) if judged.line else (math.nan,) * 2)
+                   (judged.line.busbw, judged.line.lat) if judged.line else (math.nan,) * 2,
+                   bool(slow - planted_entities))
 
 
 def rates(fleet: Fleet, rounds: str, trials: int, seed: int = 0,
@@ -232,6 +236,8 @@ def rates(fleet: Fleet, rounds: str, trials: int, seed: int = 0,
     counts = [o.rounds for o in outcomes]
     return {"trials": trials, "found": sum(o.found for o in outcomes) / trials,
             "false_bad": sum(o.false_bad for o in outcomes) / trials,
+            "false_bad_count": sum(o.false_bad for o in outcomes),
+            "listed_slow": sum(o.listed_slow for o in outcomes) / trials,
             "rounds_median": float(np.median(counts)), "rounds_max": max(counts),
             "line_busbw": float(np.median([o.line[0] for o in outcomes])),
             "line_lat": float(np.median([o.line[1] for o in outcomes]))}

@@ -14,6 +14,9 @@ class Verdict(StrEnum):
     OK = "ok"
     TRANSIENT = "transient"  # slow in the matrix, not again when retested
     INCONCLUSIVE = "inconclusive"
+    # beyond the (raised) z on its pooled evidence, but under the min-effect line: listed
+    # with its evidence, exit 0, never "no suspect" while it stands
+    SLOW = "slow"
     HUNG = "hung"  # a pair hung or failed: both ends named
     NOT_MEASURED = "not measured"  # no completed pair measured it (entities.csv)
     BAD_GPU = "bad gpu"

@@ -24,8 +24,10 @@ def suspect_cells(suspects: Sequence[dict]) -> list[list[str]]:
              s["evidence"]] for s in suspects]
 
 
-def console_lines(suspects: Sequence[dict], transient: Sequence[dict], head: dict) -> list[str]:
-    """What the console shows: the run in one line, then each suspect with its evidence."""
+def console_lines(suspects: Sequence[dict], transient: Sequence[dict], head: dict,
+                  slow: Sequence[dict] = ()) -> list[str]:
+    """What the console shows: the run in one line, the rule it applied, then each suspect
+    (and each ``slow`` entity) with its evidence."""
     lines = [f"# locate: {fleet_words(head)}, {head['pairs']} pairs in "
              f"{head['rounds']} rounds (+{head['confirm_rounds']} confirmation), "
              f"busbw at {head['large']}, latency at {head['small']}"
@@ -33,11 +35,15 @@ def console_lines(suspects: Sequence[dict], transient: Sequence[dict], head: dic
                 else "")]
     if head.get("min_effect_line"):
         lines.append(f"# min effect: {head['min_effect_line']}")
-    verdict = headline(suspects, transient, head)
+    if head.get("rule"):
+        lines.append(f"# rule: {head['rule']}")
+    verdict = headline(suspects, transient, head, slow)
     if verdict:
         lines.append(f"# {verdict}")
     for s in suspects:
         lines.append(f"{s['verdict']:<12} {s['evidence']}")
+    for s in slow:
+        lines.append(f"{'slow':<12} {s['evidence']}")
     for s in transient:
         lines.append(f"{'transient':<12} {s['evidence']} (did not reproduce)")
     return lines
@@ -52,10 +58,13 @@ def fleet_words(head: dict) -> str:
     return f"{n} {head['level']} entit{'y' if n == 1 else 'ies'}"
 
 
-def headline(suspects: Sequence[dict], transient: Sequence[dict], head: dict) -> str:
+def headline(suspects: Sequence[dict], transient: Sequence[dict], head: dict,
+             slow: Sequence[dict] = ()) -> str:
     """The verdict in words when no suspect line says it: nothing measured is no verdict;
-    transients are named as such (they exceeded the bounds once); the bounds quoted are the
-    ones the attribution used (``head``: min_effect, z_limit). Empty when suspects speak."""
+    transients are named as such (they exceeded the bounds once), ``slow`` entities too
+    (never "no suspect" while one stands); the bounds quoted are the ones the decision used
+    (``head``: min_effect, z_limit and the candidates it was raised for, from the run's
+    locate.rule.Rule). Empty when suspects speak."""
     if not head.get("measured_pairs", head.get("pairs")):
         return (f"nothing measured: {head['pairs']} pairs in {head['rounds']} rounds, so no "
                 "verdict (this is not 'no suspect')")
@@ -63,11 +72,31 @@ def headline(suspects: Sequence[dict], transient: Sequence[dict], head: dict) ->
         return ""
     scope = ("" if head.get("status", "complete") == "complete"
              else f" among the {head['measured_pairs']} pairs measured before the run stopped")
+    bound = _z_bound(head)
+    if slow:
+        named = ", ".join(s["entity"] for s in slow)
+        found = (f"no bad entity or link{scope}; {len(slow)} slow: {named} (beyond "
+                 f"{head.get('slow_z', head['z_limit']):.1f} z on its measurements, under the "
+                 "min-effect line)")
+        if transient:
+            found += f"; {len(transient)} transient (did not reproduce on retest)"
+        return found
     if transient:
         return (f"no confirmed suspect{scope}; {len(transient)} transient (slow in the matrix, "
                 "did not reproduce on retest)")
     return (f"no suspect{scope}: no entity or link at least {_share(head['min_effect'])} "
-            f"slower and {head['z_limit']:g} z below the fleet on its pooled evidence")
+            f"slower and {bound} below the fleet on its pooled evidence")
+
+
+def _z_bound(head: dict) -> str:
+    """'3.9 z (3.5 raised for 20 candidate-metrics)', the z the decision used; without the
+    count (an older head): '3.5 z'."""
+    z = head["z_limit"]
+    if "candidates" not in head:
+        return f"{z:g} z"
+    from commbench.locate.rule import _raised
+
+    return f"{z:.1f} z ({_raised(z, head['candidates'], 'candidate-metric')})"
 
 
 def _share(value) -> str:
@@ -76,8 +105,9 @@ def _share(value) -> str:
 
 
 def summary_markdown(suspects: Sequence[dict], transient: Sequence[dict], head: dict,
-                     entity_rows: Sequence[dict], meta: dict) -> str:
-    """summary.md: the run, the suspects table, then every entity."""
+                     entity_rows: Sequence[dict], meta: dict, slow: Sequence[dict] = ()) -> str:
+    """summary.md: the run, the rule it applied, the suspects table, the slow ones, then
+    every entity."""
     versions = meta.get("versions", {})
     fleet = fleet_words(head)
     world = "" if fleet.endswith(("rank", "ranks")) else f"{meta.get('world_size', '?')} ranks, "
@@ -91,15 +121,20 @@ def summary_markdown(suspects: Sequence[dict], transient: Sequence[dict], head: 
              f"Every entity or link at least {_share(head['min_effect'])} slower than the fleet "
              "in the matrix is a candidate; candidates are retested (known-good partners, a "
              "link its own pair) until their pooled evidence settles, and called bad when the "
-             f"pooled effect is at least that and {head['z_limit']:g} z beyond this run's "
+             f"pooled effect is at least that and {_z_bound(head)} beyond this run's "
              "noise.", ""]
     if head.get("min_effect_line"):
         parts += [f"Min effect: {head['min_effect_line']}.", ""]
+    if head.get("rule"):
+        parts += [f"Rule applied: {head['rule']}.", ""]
     if meta.get("error"):
         parts += [f"> error: {meta['error']}", ""]
     if suspects:
         parts += ["## Suspects", "", markdown_table(SUSPECT_HEADERS, suspect_cells(suspects)), ""]
-    verdict = headline(suspects, transient, head)
+    if slow:
+        parts += ["## Slow (beyond the noise, under the min-effect line; exit 0)", "",
+                  markdown_table(SUSPECT_HEADERS, suspect_cells(slow)), ""]
+    verdict = headline(suspects, transient, head, slow)
     if verdict:
         parts += [f"**{verdict[0].upper()}{verdict[1:]}.**", ""]
     if transient:
@@ -271,7 +306,7 @@ def write_files(path: Path, found: Sequence, records: Sequence[dict], view, head
         h for s in view.suspects if failed(s["verdict"]) for h in s["hosts"])))
     files.write_hosts(path / files.GOOD_HOSTS, good_hosts(found, view.entities, view.suspects))
     (path / "summary.md").write_text(summary_markdown(view.suspects, view.transient, head,
-                                                      view.entities, meta))
+                                                      view.entities, meta, view.slow))
 
 
 def _label(entity, found: Sequence) -> str:

@@ -114,6 +114,9 @@ def _no_suspect(meta: dict) -> str:
         return "nothing measured, no verdict"
     if meta.get("status") == "partial":
         return "no suspect among the pairs measured before it stopped"
+    if meta.get("slow"):  # beyond the noise, under the line: never "no suspect"
+        return (f"no bad entity or link; {len(meta['slow'])} slow: "
+                + ", ".join(s["entity"] for s in meta["slow"]))
     return "no confirmed suspect" if meta.get("transient") else "no suspect"
 
 

@@ -88,6 +88,13 @@ def test_a_slow_rank_is_named_alone(tmp_path):
     assert "rank 3" in (run / "summary.md").read_text()
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "complete" and meta["suspects"][0]["verdict"] == "bad gpu"
+    # the rule the verdict applied, one object in run.json and --json, quoted by the evidence
+    rule = summary["rule"]
+    assert rule == meta["rule"] and suspect["z"] <= -rule["z"]
+    assert f"(bad needs {rule['z']:.1f}: " in suspect["evidence"]
+    assert set(rule["min_effect_from"].values()) <= {"noise", "floor", "cap"}
+    assert re.search(r"; min effect \d+% \((noise|floor|cap)\)$", suspect["evidence"])
+    assert f"{rule['z']:.1f} z" in (run / "summary.md").read_text()
     for name in ("heatmap_busbw.png", "heatmap_lat.png"):
         assert not_blank(run / name), name
 

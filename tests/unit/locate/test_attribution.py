@@ -11,7 +11,7 @@ from commbench.locate import attribution as locate
 from commbench.locate import confirmation, retests
 from commbench.locate import schedule as rounds_of
 from commbench.locate.attribution import PairResult
-from commbench.specs.locate import MinEffect
+from commbench.specs.locate import LocateSpec, MinEffect
 
 # ---- the schedule -----------------------------------------------------------------------------
 
@@ -112,17 +112,24 @@ def offline(n, slow=None, links=None, congested=None, noise=0.03, seed=0, confir
                      seed + 101 * batch, rounds=rounds)
 
     names = [f"rank {e}" for e in range(n)]
-    return retests.locate_offline(n, rounds_of.circle_rounds(n), measure, "gpu",
-                                       MinEffect() if min_effect is None else min_effect,
-                                       confirm, 3, names)
+    # the command's procedure and defaults: the round robin twice up to 16 entities, the
+    # line drawn from the noise (``min_effect`` None), --follow-ups batches at most
+    return retests.locate_offline(n, measure, "gpu", spec(confirm, min_effect), names)
+
+
+def spec(confirm=3, min_effect=None, **more):
+    """The command's LocateSpec (its defaults), ``min_effect`` None: drawn from the noise."""
+    return LocateSpec(confirm=confirm, min_effect=min_effect, **more)
 
 
 def measured(n, slow=None, seed=0, main=None):
-    """(main pairs, retests) of a synthetic fleet, the retests asked for by the decision."""
-    main = fleet(n, slow=slow, seed=seed) if main is None else main
+    """(main pairs, retests) of a synthetic fleet as the command runs it (its main rounds
+    unless ``main`` is given, its batches of retests)."""
+    main = (fleet(n, slow=slow, seed=seed, rounds=retests.main_rounds(n, spec()))
+            if main is None else main)
     pairs = list(main)
-    for batch in range(3):
-        more = retests.next_rounds(n, pairs, "gpu", MinEffect(), 3)
+    for batch in range(retests.batches(n, spec().follow_ups)):
+        more = retests.next_batch(n, pairs, "gpu", spec())
         if not more:
             break
         pairs += fleet(n, slow=slow, seed=seed + 5 + batch, rounds=more)
@@ -139,9 +146,11 @@ def test_one_bad_entity_named_alone_with_evidence():
     only = suspects[0]
     assert only.verdict == "bad gpu" and only.confirmed == (3, 3)
     assert abs(only.busbw_ratio - 0.5) < 0.03
-    # the pooled effect, its interval and what it pools: 7 partners and 3 retests
+    # the pooled effect, its interval and what it pools: 7 partners twice and 3 retests,
+    # and the rule it was judged by (the z, its candidates, the line and its source)
     assert only.evidence.startswith("rank 3: 0.50x [0.")
-    assert "over 10 exchanges (7 in the matrix, 3 retests, slow again 3/3)" in only.evidence
+    assert "over 17 exchanges (14 in the matrix, 3 retests, slow again 3/3)" in only.evidence
+    assert "(bad needs 3.5: 3 candidate-metrics); min effect 11% (noise)" in only.evidence
 
 
 def test_two_bad_entities_paired_together():
@@ -153,8 +162,9 @@ def test_bad_link_between_good_ends():
     suspects = run(6, links={(1, 3): 0.5})
     assert bad(suspects) == [("link", (1, 3))]
     (link,) = [s for s in suspects if s.verdict == "bad link"]
-    assert "over 4 exchanges (1 in the matrix, 3 retests" in link.evidence
-    assert link.evidence.endswith("both ends normal with their other partners; min effect 30%")
+    assert "over 5 exchanges (2 in the matrix, 3 retests" in link.evidence
+    assert link.evidence.endswith("both ends normal with their other partners; min effect 30% "
+                                  "(cap)")
 
 
 def test_bad_entity_plus_bad_link():
@@ -310,24 +320,23 @@ def test_the_evidence_reads_as_pooled_effect_interval_and_count():
     suspects = run(6, links={(0, 2): 0.5}, seed=1)
     (link,) = [s for s in suspects if s.verdict == "bad link"]
     assert re.match(r"rank 0 - rank 2: \d\.\d\dx \[\d\.\d\d-\d\.\d\d\] the fleet median "
-                    r"(busbw|latency) over 4 exchanges \(1 in the matrix, 3 retests, slow again "
-                    r"3/3\), z -\d+\.\d, both ends normal", link.evidence), link.evidence
+                    r"(busbw|latency) over 5 exchanges \(2 in the matrix, 3 retests, slow again "
+                    r"3/3\), z -\d+\.\d \(bad needs \d\.\d: (3\.5 raised for )?\d+ "
+                    r"candidate-metrics?\), both ends normal", link.evidence), link.evidence
 
 
 def test_latency_and_busbw_together_find_a_slowdown_neither_shows_alone():
     """1.3x slower in both metrics at a pair noise of 0.1: the two together (their mean,
-    sigma / sqrt 2) are the surest, and nobody else is named. (At 0.15, 4 of 30 such fleets
-    also named a link: 2 of rank 3's own pairs, 2 clean pairs pooled to 0.82x over 10.)
-    Rank 3's own pairs are never named; a clean pair pooled past the line is 1 % of such
-    fleets (1 of 100 seeds, as before the small fleets' half line for links; seed 1 of
-    these 15), so at most one of 15."""
+    sigma / sqrt 2) are the surest, and nobody else is named. Under the command's schedule
+    (the round robin twice at 8 entities) rank 3 is named alone in 15 of 15 seeds, 13 of
+    them in the two together; the rate of a false link beside it is bench/locate.py's to
+    measure, not a test's to allow."""
     runs = [run(8, slow={3: 1 / 1.3}, noise=0.1, seed=s, min_effect=MinEffect(0.2, 0.2))
             for s in range(15)]
     together = sum(any(x.metric == "both" and x.verdict == "bad gpu" for x in found)
                    for found in runs)
-    assert together >= 5
-    others = [b for b in map(bad, runs) if b not in ([], [("gpu", (3,))])]
-    assert len(others) <= 1, others
+    assert together >= 10
+    assert [bad(found) for found in runs] == [[("gpu", (3,))]] * 15
     assert not [x for found in runs for x in found
                 if x.verdict.startswith("bad") and x.kind == "link" and 3 in x.entities]
 

@@ -28,8 +28,10 @@ def test_the_z_a_bad_needs_grows_with_the_candidates():
     assert -4.1 < found.z < -3.9
     assert verdict(link, found, 0.3, 3, z_limit(3)) == "bad link"
     assert verdict(link, found, 0.3, 3, z_limit(470)) == "inconclusive"
-    assert "bad needs 4.6 among this run's candidates" in confirmation.words(
-        link, found, ["a", "b", "c"], 0.3, z_limit(470))
+    assert "z -4.0 (bad needs 4.6: 3.5 raised for 470 candidate-metrics)" in confirmation.words(
+        link, found, ["a", "b", "c"], 0.3, z_limit(470), 470)
+    assert "z -4.0 (bad needs 3.5: 3 candidate-metrics)" in confirmation.words(
+        link, found, ["a", "b", "c"], 0.3, z_limit(3), 3)
 
 
 def test_retests_between_half_the_line_and_the_line_get_another_batch():

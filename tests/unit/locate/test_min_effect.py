@@ -105,10 +105,16 @@ def test_the_run_says_and_writes_its_line(tmp_path, capsys):
            "gloo")
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["min_effect"] == drawn
+    # the rule: the same object in run.json and --json, its line the line drawn
+    rule = meta["rule"]
+    assert summary["rule"] == rule
+    assert rule["min_effect"] == {m: round(drawn[m]["share"], 4) for m in ("busbw", "lat")}
+    assert rule["min_effect_from"] == {m: drawn[m]["how"] for m in ("busbw", "lat")}
     (suspect,) = meta["suspects"]  # the evidence quotes the line of the metric it was judged in
     shares = {m: drawn[m]["share"] for m in ("busbw", "lat")}
-    share = shares.get(suspect["metric"], min(shares.values()))
-    assert suspect["evidence"].endswith(f"; min effect {share:.0%}"), suspect["evidence"]
+    metric = suspect["metric"] if suspect["metric"] in shares else min(shares, key=shares.get)
+    assert suspect["evidence"].endswith(
+        f"; min effect {shares[metric]:.0%} ({drawn[metric]['how']})"), suspect["evidence"]
 
 
 def test_too_few_normal_pairs_keep_the_cap_and_say_so(tmp_path, capsys):

@@ -18,7 +18,7 @@ from commbench.locate.noise import round_levels
 from commbench.locate.schedule import Round
 from commbench.specs.locate import MinEffect
 
-from .test_attribution import bad, fleet
+from .test_attribution import bad, fleet, spec
 
 LINK = (1, 3)
 
@@ -34,21 +34,26 @@ def decide(n, matrix_links, retest_links, noise=0.05, seed=0, min_effect=None):
         return fleet(n, links=links, noise=noise, seed=seed + 101 * batch, rounds=rounds)
 
     names = [f"rank {e}" for e in range(n)]
-    return retests.locate_offline(n, rounds_of.circle_rounds(n), measure, "gpu",
-                                       MinEffect() if min_effect is None else min_effect,
-                                       3, 3, names)
+    return retests.locate_offline(n, measure, "gpu", spec(min_effect=min_effect), names)
 
 
 def test_a_link_whose_one_reading_is_below_the_line_is_still_retested_and_named():
     """1.45x slow, its matrix reading 1.2x: below the 30 % line (the cap a 6-rank run
-    keeps), above half of it; without the half line it is never retested."""
+    keeps), above half of it; without the half line it is never retested. Both of its
+    readings in the matrix (the round robin twice) fall under half the line in 1 seed of 20
+    (seed 2): it is never a candidate there, and nothing else is named."""
     assert locate.link_screen(6) == 0.5 and locate.link_screen(64) == 1.0
-    for seed in range(5):
+    named = 0
+    for seed in range(20):
         pairs, judged = decide(6, {LINK: 1 / 1.2}, {LINK: 1 / 1.45}, seed=seed)
-        assert bad(judged.suspects) == [("link", LINK)], seed
+        assert bad(judged.suspects) in ([], [("link", LINK)]), seed
+        if not bad(judged.suspects):
+            continue
+        named += 1
         (link,) = [s for s in judged.suspects if s.verdict == "bad link"]
         ratio = link.busbw_ratio if link.metric == "busbw" else 1 / link.lat_ratio
         assert link.measurements >= 4 and 0.62 < ratio < 0.8, link.evidence  # 0.69x
+    assert named == 19
 
 
 def test_a_large_fleet_keeps_the_whole_line_for_links():
@@ -87,18 +92,20 @@ def test_a_cleared_end_does_not_explain_its_slow_link_away():
 def test_a_slow_ranks_pair_is_no_bad_link():
     """A 1.3x rank that reads just short of the line in the matrix is no candidate, but its
     pairs are link candidates at half the line and slow on every retest: its other pairs
-    say the rank is slow, so no link is named (seed 3 named rank 0 - rank 2)."""
+    say the rank is slow, so no link is named. With --rounds 5 (one pass of the round robin
+    at 6 ranks: seed 31 makes rank 2 - rank 4 such a link; under the default's two passes
+    no pair of the rank became a link candidate in 40 seeds)."""
     batches = iter(range(1000))
 
     def measure(rounds):
-        return fleet(6, slow={2: 1 / 1.3}, noise=0.1, seed=3 + 101 * next(batches),
+        return fleet(6, slow={2: 1 / 1.3}, noise=0.1, seed=31 + 101 * next(batches),
                      rounds=rounds)
 
-    _, judged = retests.locate_offline(6, rounds_of.circle_rounds(6), measure, "gpu",
-                                            MinEffect(0.2, 0.2), 3, 3)
+    _, judged = retests.locate_offline(6, measure, "gpu",
+                                       spec(min_effect=MinEffect(0.2, 0.2), rounds="5"))
     assert [s for s in judged.suspects if s.kind == "link" and 2 in s.entities]
     assert bad(judged.suspects) in ([], [("gpu", (2,))])
-    (link,) = [s for s in judged.suspects if s.entities == (0, 2)]
+    (link,) = [s for s in judged.suspects if s.entities == (2, 4)]
     assert link.verdict == "inconclusive" and "both ends normal" not in link.evidence
     assert "but 2 " in link.evidence or "but an end is slow" in link.evidence
 
@@ -223,8 +230,8 @@ def test_a_candidate_is_judged_in_every_metric_it_was_a_candidate_in(monkeypatch
             measured.append(p)
         return measured
 
-    pairs, judged = retests.locate_offline(6, rounds_of.schedule(6, "full"), measure, "gpu",
-                                                MinEffect(0.3, 0.3), 3, 3)
+    pairs, judged = retests.locate_offline(6, measure, "gpu",
+                                           spec(min_effect=MinEffect(0.3, 0.3)))
     (link,) = [s for s in judged.suspects if s.entities == LINK]
     assert link.also and link.verdict == "bad link" and link.metric == "busbw", link.evidence
     assert bad(judged.suspects) == [("link", LINK)]

@@ -41,9 +41,8 @@ def decide(leaves=LEAVES, slow=None, links=None, noise=0.05, seed=0, min_effect=
         return fleet(n, slow, links, None, noise, seed + 101 * next(batches), rounds=rounds)
 
     names = [f"node{e:02d}" for e in range(n)]
-    return retests.locate_offline(n, rounds_of.circle_rounds(n), measure, "node",
-                                       min_effect or MinEffect(), 3, 3, names,
-                                       leaves if topology else ())
+    return retests.locate_offline(n, measure, "node", LocateSpec(min_effect=min_effect), names,
+                                  leaves if topology else ())
 
 
 def bad(judged):
