@@ -19,7 +19,7 @@ least MIN_KERNELS_BESIDE kernels, so kernels do end inside it. Every block of ev
 after a barrier: the compute alone is not a collective, and without one a rank that finished
 its kernels first waited for the other inside its next comm-alone call, which counted that
 wait as communication (64K allreduce beside matmul:128: 'alone' read 3.7x 'beside'). A barrier
-slows the calls right after it (engine.sampling), before both comm sides alike. The ranks
+slows the calls right after it (measure.sampling), before both comm sides alike. The ranks
 share their samples once per round (one all-gather). Validation is untouched: the sweep
 checks the size after this loop, as for every row.
 """
@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from commbench.engine.sampling import Budget, Measurement
 from commbench.engine.timers import Call
+from commbench.measure.sampling import Budget, Measurement
 
 BLOCKS = 3  # blocks per side per round
 MIN_KERNELS_BESIDE = 4  # a beside block lasts at least this many kernels alone
