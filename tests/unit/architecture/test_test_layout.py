@@ -32,8 +32,6 @@ CROSS_MODULE = {
     "history/test_split_identity.py": "one feature through ingest, series, store, openmetrics",
     "importers/test_rows.py": "every importer's rows against the results schema",
     "history/test_torch_free.py": "the whole history package, imported without torch",
-    # Topic files still to split by module (issue 39 point 5, left for a follow-up):
-    "engine/test_cluster_paths.py": "to split: GPU and cluster paths over engine, launch, measure",
     # Other engineers' files in flight; named after the module they will add or split out:
     "compare/test_history_noise.py": "in flight: compare/noise.py from the history (h41)",
     "stragglers/test_p2p.py": "in flight: stragglers' p2p matching",

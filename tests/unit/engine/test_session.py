@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from commbench.engine import facts
-from commbench.engine.session import shared_gpu
+from commbench.engine.failures import RankFailure
+from commbench.engine.session import pick_device, shared_gpu
 
 # ---- two ranks on one GPU: the device UUID, else the full PCI address -----------------------
 
@@ -109,3 +110,26 @@ def test_a_device_mesh_that_drops_the_options_timeout_is_corrected(one_rank_worl
     monkeypatch.setattr(device_mesh, "init_device_mesh", dropping)
     groups = mesh_session()._make_mesh("gloo", "cpu", ("dp", "tp"), (1, 1))
     assert [group_timeout(g).total_seconds() for g in groups.values()] == [7.0, 7.0]
+
+
+@pytest.mark.parametrize(
+    ("local_rank", "visible", "nccl", "device"),
+    [(3, 1, True, 0),  # srun --gpus-per-task=1: each task sees its own GPU as cuda:0
+     (3, 8, True, 3), (1, 2, False, 1), (5, 2, False, 1)],
+)
+def test_a_rank_picks_its_gpu(local_rank, visible, nccl, device):
+    assert pick_device(local_rank, visible, nccl) == device
+
+
+def test_nccl_without_a_gpu_for_the_rank_is_refused():
+    with pytest.raises(RankFailure, match="LOCAL_RANK 4 has no GPU"):
+        pick_device(4, 2, True)
+
+
+def test_two_ranks_on_one_gpu_are_named():
+    hosts = [{"host": "a", "node": "0", "pci_bus_id": "0000:1b:00.0"},
+             {"host": "a", "node": "0", "pci_bus_id": "0000:1c:00.0"},
+             {"host": "a", "node": "0", "pci_bus_id": "0000:1b:00.0"},
+             {"host": "b", "node": "1", "pci_bus_id": "0000:1b:00.0"}]
+    assert "ranks 0 and 2 on a both use the GPU at 0000:1b:00.0" in shared_gpu(hosts)
+    assert shared_gpu(hosts[:2] + hosts[3:]) == ""
