@@ -10,6 +10,7 @@ fail on a slow drift that each pairwise gate let through.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -335,7 +336,8 @@ def run_history_export(spec: ExportSpec) -> int:
         temporary.write_text(text)
         os.replace(temporary, target)
     except OSError as error:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # no folder to hold it: nothing to remove either
+            temporary.unlink(missing_ok=True)
         raise UsageError(f"cannot write --out {spec.out}: {error.strerror or error}") from None
     print(f"wrote {target} ({sum(len(s.usable[-spec.last:]) for s in series)} series values)",
           file=sys.stderr)

@@ -6,6 +6,7 @@ layout. A pattern that says ``full`` must keep all four properties; one that can
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -147,3 +148,73 @@ def test_data_progressions_differ_per_source_and_per_neighbour(dtype, keys, firs
     assert bool((a[1:] != a[:-1]).all())  # neighbours differ
     if status == "full":
         assert not torch.equal(a, b)  # two sources' chunks differ
+
+
+# ---- p2p with idle ranks: the group's first NCCL call is one every rank makes ---------------
+
+
+class RecordingDist:
+    """torch.distributed's p2p surface, recording (rank, call, group) per rank."""
+
+    def __init__(self, monkeypatch, backend: str):
+        import torch.distributed as dist
+
+        self.calls: list[tuple[int, str, object]] = []
+        self.rank = -1
+        record = self.record
+
+        class Op:
+            def __init__(self, op, tensor, peer, group=None):
+                self.op, self.tensor, self.peer, self.group = op, tensor, peer, group
+
+        def batch(ops):
+            record("batch_isend_irecv", ops[0].group)
+            return []
+
+        monkeypatch.setattr(dist, "P2POp", Op)
+        monkeypatch.setattr(dist, "batch_isend_irecv", batch)
+        monkeypatch.setattr(dist, "barrier", lambda group=None, **kw: record("barrier", group))
+        monkeypatch.setattr(dist, "all_reduce", lambda t, group=None, **kw: record("all_reduce",
+                                                                                 group))
+        for name in ("send", "recv"):
+            monkeypatch.setattr(dist, name, lambda t, peer, group=None, _n=name: record(_n, group))
+        monkeypatch.setattr(dist, "get_backend", lambda group=None: backend)
+
+    def record(self, name, group):
+        self.calls.append((self.rank, name, group))
+
+    def first_call(self, rank):
+        return next(((name, group) for r, name, group in self.calls if r == rank), None)
+
+
+@pytest.mark.parametrize("pattern", ["unidir", "bidir", "ring"])
+@pytest.mark.parametrize("ranks", [(), (4, 5, 6)])  # the world, or one group of a mesh
+def test_the_first_nccl_call_on_a_group_is_one_every_rank_of_it_makes(monkeypatch, pattern,
+                                                                       ranks):
+    """3 ranks, pairs (0, 1): rank 2 idles. Its group's first call must not be a batch of the
+    pair alone (torch requires the whole group in a first batch_isend_irecv)."""
+    from commbench import collectives
+    from commbench.collectives.base import Buffers, OpContext
+
+    fake = RecordingDist(monkeypatch, "nccl")
+    group = object()
+    op = collectives.get("p2p")
+    for rank in range(3):
+        fake.rank = rank
+        ctx = OpContext(rank, 3, group, "float32", "sum", None, pattern=pattern, ranks=ranks,
+                        window=4)
+        bufs = Buffers(send=torch.zeros(8), recv=torch.zeros(8), count=8)
+        op.call(ctx, bufs)()  # bind (every rank, at once), then one iteration
+    assert [fake.first_call(rank) for rank in range(3)] == [("barrier", group)] * 3
+
+
+def test_gloo_and_pingpong_make_no_extra_call(monkeypatch):
+    from commbench import collectives
+    from commbench.collectives.base import Buffers, OpContext
+
+    for backend, pattern in (("gloo", "unidir"), ("nccl", "pingpong")):
+        fake = RecordingDist(monkeypatch, backend)
+        fake.rank = 0
+        ctx = OpContext(0, 2, object(), "float32", "sum", None, pattern=pattern)
+        collectives.get("p2p").call(ctx, Buffers(torch.zeros(4), torch.zeros(4), 4))()
+        assert "barrier" not in [name for _, name, _ in fake.calls]

@@ -1,10 +1,12 @@
 """--per-call columns of a row (measure.rows): over every call, idle ranks left out, stragglers
 named by global rank; and the calls handed to the sink as they were timed."""
 
+
 import numpy as np
+import pytest
 
 from commbench import collectives
-from commbench.collectives.base import OpContext
+from commbench.collectives.base import Buffers, OpContext
 from commbench.measure.rows import RowContext, build_row, call_batch
 from commbench.measure.sampling import Measurement
 
@@ -63,3 +65,43 @@ def test_the_batch_keeps_calls_as_timed():
     assert batch.size_bytes == 256 and batch.op == "allreduce" and batch.backend == "gloo"
     assert batch.time_us[0, 1] == 400.0 and batch.late_us[2, 5] == 300.0
     assert batch.rounds.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def ctx_for(name, world, rank=0, pattern=""):
+    return OpContext(rank, world, None, "float32", "sum", None, pattern=pattern)
+
+
+def where():
+    return RowContext(backend="gloo", device="cpu", nnodes=1, dtype="float32", itemsize=4,
+                      root=0, rank_time="avg")
+
+
+def measurement(per_call_seconds):
+    """Every block of every rank took these seconds per iteration."""
+    per_rank = np.array([[s] * 20 for s in per_call_seconds])
+    return Measurement(per_rank=per_rank, counts=np.full(20, 10))
+
+
+def test_an_idle_rank_is_left_out_of_time_slowest_rank_and_skew():
+    op = collectives.get("p2p")
+    ctx = ctx_for("p2p", 3, pattern="pingpong")
+    assert [op.active(ctx_for("p2p", 3, r, "pingpong")) for r in range(3)] == [True, True, False]
+    row = build_row(op, ctx, where(), 256, measurement([100e-6, 120e-6, 1e-9]), 2, 0,
+                    active=np.array([True, True, False]))
+    assert row.slowest_rank == 1
+    assert row.skew_pct == pytest.approx((60 - 50) / 60 * 100)  # not ~100 % from the idle rank
+    assert row.lat_us_mean == pytest.approx(55.0)  # avg of 50 and 60 us, not of three
+
+
+@pytest.mark.parametrize(("pattern", "messages"),
+                         [("pingpong", 2), ("unidir", 64), ("bidir", 64), ("ring", 1)])
+def test_p2p_rows_report_one_message(pattern, messages):
+    """pingpong: a round trip is 2 one-way messages (osu_latency); unidir and bidir: a window
+    of 64 messages per iteration (osu_bw, osu_bibw); ring: one."""
+    op = collectives.get("p2p")
+    ctx = ctx_for("p2p", 2, pattern=pattern)
+    bufs = Buffers(send=np.zeros(4), recv=np.zeros(4), count=4)
+    assert op.messages_per_iteration(ctx, bufs) == messages
+    row = build_row(op, ctx, where(), 256, measurement([640e-6, 640e-6]), messages, 0)
+    assert row.lat_us_p50 == pytest.approx(640 / messages)
+    assert row.busbw_gbps == pytest.approx(row.algbw_gbps * (2 if pattern == "bidir" else 1))

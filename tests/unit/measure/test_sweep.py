@@ -2,6 +2,8 @@
 all ranks agree on, and the row's interval from the spread between rounds. Scripted timers and
 controls: nothing communicates here."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -269,3 +271,52 @@ def test_make_bench_fidelity_reads_each_sides_median_over_rounds():
     assert loop["mean_us"] == pytest.approx(14 / 3)
     pingpong = thin_loop._row("pingpong", 8, visits, started=0.0, peak_rss_mib=1.0)
     assert pingpong["rounds_median_us"] == pytest.approx(1.0)  # one way: half a round trip
+
+
+class FakeControl:
+    def __init__(self, fits_per_rank):
+        self.fits_per_rank = fits_per_rank
+
+    def gather(self, values):
+        return np.array(self.fits_per_rank, dtype=float)
+
+
+def test_a_size_runs_only_if_it_fits_on_every_rank(monkeypatch):
+    """The root of gather needs world x the buffer: it cannot fit the largest size, the others
+    can; every rank must drop it, or the others wait in it for the root until the timeout."""
+    import torch
+
+    from commbench.measure.sweep import Sweep
+    from commbench.specs.measure import MeasureSpec
+
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (8 << 30, 16 << 30))
+    notes = []
+    session = SimpleNamespace(control=FakeControl([[1, 1, 0], [1, 1, 1], [1, 1, 1]]),
+                              rank=1, world=3)
+    sweep = Sweep(session, MeasureSpec(ops=("gather",), dtype="float32"),
+                  SimpleNamespace(note=notes.append))
+    ctx = OpContext(1, 3, None, "float32", "sum", None)
+    kept = sweep._fitting(collectives.get("gather"), ctx, "cuda", [3, 300, 3 << 30])
+    assert kept == [3, 300]  # rank 1 itself would fit all three
+    assert "do not fit in GPU memory on every rank: 12G" in notes[0]
+
+
+def test_barrier_under_cuda_graphs_is_timed_eagerly_and_says_so(monkeypatch):
+    from commbench.measure import sweep as sweep_module
+    from commbench.specs.measure import MeasureSpec
+
+    made = []
+    monkeypatch.setattr(sweep_module, "CudaEventTimer",
+                        lambda blocking=False: made.append("events") or "events")
+    barrier = object()  # the graph timer meets the ranks on the control channel
+    monkeypatch.setattr(sweep_module, "CudaGraphTimer",
+                        lambda barrier: made.append(barrier) or "graph")
+    notes = []
+    session = SimpleNamespace(rank=0, world=2, control=SimpleNamespace(barrier=barrier))
+    sweep = sweep_module.Sweep(session, MeasureSpec(ops=("barrier",), cuda_graph=True),
+                               SimpleNamespace(note=notes.append))
+    assert sweep._timer("cuda", collectives.get("barrier")) == "events"
+    assert sweep._timer("cuda", collectives.get("allreduce")) == "graph"
+    assert made == ["events", barrier]
+    assert "barrier cannot be captured in a CUDA graph: it is timed eagerly" in notes[0]

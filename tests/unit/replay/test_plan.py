@@ -9,6 +9,7 @@ from commbench.replay import plan as replay
 from commbench.replay.price import ISOLATED, isolated_prices
 from commbench.results import trace as trace_format
 from tests.replay_traces import CALL_NS, GAP_NS, manual_loop
+from tests.unit.stragglers.synthetic import ddp_job
 
 
 def call(seq, op="allreduce", step=1, pg="0", numel=16, is_async=False, issue=None, end=None,
@@ -267,3 +268,19 @@ def test_a_call_the_recording_never_saw_complete_is_left_out_of_in_situ(tmp_path
     assert allgather["in_situ_s"] == pytest.approx(CALL_NS / 1e9)  # rank 0's alone
     assert allgather["untimed_calls"] == 1
     assert any("left out of in situ" in note for note in summary.notes)
+
+
+# --- --gaps before a step's first call ---
+# --gaps recorded waits for the compute before a step's first call too: a straggler's slow
+# forward is what made its step long (docs/commands/replay.md).
+
+
+def test_a_steps_first_call_waits_for_the_compute_before_it(tmp_path):
+    trace = trace_format.load(ddp_job(tmp_path, slow={2: 0.03}, noise_s=0.0))
+    plan = replay.make_plan(trace, [3], "recorded", isolated=False)
+    first = {rank: trace.calls(rank, 3)[0].seq for rank in trace.ranks}
+    waits = {rank: plan.gaps[rank][first[rank]] for rank in trace.ranks}
+    assert 0.015 < waits[0] < 0.03  # the others' forward
+    assert abs(waits[2] - waits[0] - 0.03) < 0.002  # the straggler's, 30 ms longer
+    # without the previous step, the first call waited for nothing (the old rule)
+    assert replay.gaps(trace.calls(2, 3))[first[2]] == 0.0

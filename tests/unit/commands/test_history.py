@@ -116,6 +116,11 @@ BAD_INPUT = [
     (["history", "check", "--db", "sqlite:///{tmp}/absent.db"], "no history store at"),
     (["history", "check", "--db", "sqlite:///{tmp}/notes.db"], "not a history store"),
     (["history", "add", "{tmp}"], "is not a run folder"),
+    (["history", "report", "--last", "0"], "bad --last 0"),
+    (["history", "export", "--last", "0"], "bad --last 0"),
+    (["history", "show", "--size", "1Q"], "bad size '1Q'"),
+    (["history", "show", "--op", "nosuch"], "match the filters"),
+    (["history", "export", "--out", "{tmp}/notes.db/x.prom"], "cannot write --out"),
 ]
 
 
