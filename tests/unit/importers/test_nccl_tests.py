@@ -1,4 +1,6 @@
-"""nccl-tests' alltoallv_perf (2.19) imported as commbench's alltoallv rows.
+"""importers/nccl_tests/: nccl-tests' text and JSON output -> results rows, every expected
+number worked out by hand from the fixtures (tests/fixtures/nccl-tests, written in the printf
+formats of nccl-tests' common.cu/util.cu), and alltoallv_perf (2.19) as alltoallv rows.
 
 The fixtures are written from nccl-tests 2.19.6's own printers and formulas (src/alltoallv.cu,
 src/util.cu; tests/fixtures/nccl-tests/README.md): v2.19-alltoallv.txt is the generated pattern
