@@ -30,7 +30,6 @@ CROSS_MODULE = {
     "collectives/test_registry.py": "every descriptor of the registry (collectives/__init__.py)",
     "results/test_kinds.py": "every command given a run folder of another kind",
     "history/test_split_identity.py": "one feature through ingest, series, store, openmetrics",
-    "importers/test_rows.py": "every importer's rows against the results schema",
     "history/test_torch_free.py": "the whole history package, imported without torch",
     # Other engineers' files in flight; named after the module they will add or split out:
     "compare/test_history_noise.py": "in flight: compare/noise.py from the history (h41)",

@@ -25,6 +25,7 @@ from commbench.model.fit import (
     segment_records,
 )
 from commbench.results import load_run
+from tests.unit.importers.readers import nccl
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 
@@ -261,3 +262,17 @@ def test_a_segment_no_line_fits_is_said_to_be_no_usable_fit(tmp_path, capsys):
     assert "no usable fit (times scatter" in out
     segments = json.loads((run / "model.json").read_text())["segments"]
     assert [s["usable"] for s in segments] == [False]
+
+
+def test_model_keeps_in_place_and_out_of_place_apart_as_compare_does():
+    """An nccl-tests import holds both column groups; one fit over both merged two curves
+    (the in-place one here is 2 us faster at 1M) that compare keeps apart."""
+    from commbench.model.fit import measured_curves
+
+    imported = nccl("v2.13-allreduce.txt", op="allreduce")
+    curves = measured_curves(imported.rows)
+    assert sorted(key.variant for key in curves) == ["in-place", "out-of-place"]
+    by_variant = {key.variant: dict(zip(*curves[key], strict=True)) for key in curves}
+    assert by_variant["out-of-place"][1048576] == 50.0
+    assert by_variant["in-place"][1048576] == 49.0
+    assert all(key.describe().endswith(key.variant) for key in curves)
