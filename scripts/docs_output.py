@@ -133,10 +133,29 @@ def headings(body: list[str]) -> list[str]:
             if i not in prompts and line.strip() != "..." and is_heading(line)]
 
 
+def key(line: str) -> str | None:
+    """What of a heading must come back. A table line or a title (``# op backend [...]``):
+    all of it, numbers masked. A labelled ``# `` line (``# rule: ...``, ``# Out of bounds values
+    : 0 OK``): its label, since what follows the colon is the run's finding. A ``# `` line with
+    neither a label nor a title (``# no confirmed suspect; 1 transient``) is a verdict that
+    varies with the run: None, not checked."""
+    text = normal(line)
+    if not text.startswith("# ") or "[" in text:
+        return text
+    if ":" in text:
+        return text.split(":", 1)[0].rstrip()
+    return None
+
+
 def stale_lines(block: Block, output: str) -> list[str]:
     """The block's heading lines the output no longer prints."""
-    printed = {normal(line) for line in output.splitlines()}
-    return [line for line in headings(block.body) if normal(line) not in printed]
+    printed = set()
+    for line in output.splitlines():
+        printed.add(normal(line))
+        if (label := key(line)) is not None:
+            printed.add(label)
+    return [line for line in headings(block.body)
+            if (wanted := key(line)) is not None and wanted not in printed]
 
 
 # ---- running a command ----------------------------------------------------------------------

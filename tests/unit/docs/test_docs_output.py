@@ -74,3 +74,24 @@ def test_a_rewrite_keeps_the_prompt_and_the_cut(tmp_path):
     # the old block kept 5 lines before its cut and 2 after
     assert new[3:-1] == ["line 0", "line 1", "line 2", "line 3", "line 4", "...", "line 18",
                          "line 19"]
+
+
+def test_a_labelled_line_is_checked_by_its_label_and_a_verdict_line_not_at_all(tmp_path):
+    """locate's clean example printed '# no confirmed suspect; 1 transient' in the docs run and
+    '# no suspect: ...' in CI's: a verdict varies with the run and must not make the block
+    stale, while a renamed label or title still must."""
+    page = tmp_path / "page.md"
+    page.write_text("<!-- made-by: commbench locate --nproc 6 | run: 2026-12-04 on 0 -->\n```\n"
+                    "$ commbench locate --nproc 6\n"
+                    "# locate: 6 ranks, 30 pairs in 10 rounds (+12 confirmation)\n"
+                    "# rule: bad = pooled effect at least 30% (cap)\n"
+                    "# no confirmed suspect; 1 transient (slow in the matrix)\n```\n")
+    docs_output.ROOT = tmp_path
+    (block,) = docs_output.blocks_of(page)
+    other_run = ("# locate: 6 ranks, 30 pairs in 10 rounds\n"
+                 "# rule: bad = pooled effect at least 14% (noise)\n"
+                 "# no suspect: no entity or link at least 30% slower\n")
+    assert docs_output.stale_lines(block, other_run) == []
+    renamed = other_run.replace("# rule:", "# the rule:")
+    assert docs_output.stale_lines(block, renamed) == [
+        "# rule: bad = pooled effect at least 30% (cap)"]
