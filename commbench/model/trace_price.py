@@ -40,7 +40,7 @@ from commbench.core.errors import UsageError
 from commbench.model.curves import RunCurves
 from commbench.model.estimate import NO_OVERLAP, StepSpec
 from commbench.results.schema import is_combined
-from commbench.results.trace import ITEMSIZES, Call, Group, Trace, step_split
+from commbench.results.trace import ITEMSIZES, Call, Group, Trace, step_split, trace_op
 
 BARRIER_SOURCE = "measured (barrier)"
 # RunCurves names a term by its parallelism; a trace's call has a group, not a parallelism.
@@ -118,7 +118,7 @@ class CurvePricer:
         return TERM
 
     def _barrier(self, group: int) -> tuple[float | None, str]:
-        rows = [r for r in self.rows if r["op"] == "barrier" and is_combined(r)
+        rows = [r for r in self.rows if trace_op(r["op"]).barrier and is_combined(r)
                 and float(r["lat_us_p50"]) > 0]
         if not rows:
             raise UsageError("the run has no barrier rows: measure `commbench barrier`")
