@@ -75,21 +75,11 @@ def run_import_profiler(source: str, out: str, force: bool) -> int:
     """Parse every rank's profiler trace (before anything is written, so a bad file leaves no
     folder), then write one ``rank-<r>.jsonl`` per rank into OUT and check that the members of
     each group agree on their calls."""
-    from commbench.core.errors import UsageError
     from commbench.importers import torch_profiler
     from commbench.results import trace as trace_format
 
     ranks = torch_profiler.read(source)
-    folder = Path(out)
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder")
-    taken = sorted(folder.glob(trace_format.TRACE_GLOB)) if folder.is_dir() else []
-    if taken and not force:
-        raise UsageError(f"--out {out}: already holds a trace ({taken[0].name}, ...); choose "
-                         "another folder or pass --force to replace it")
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in taken:
-        old.unlink()
+    folder = _trace_folder(out, force)
     for rank in ranks:
         trace_format.write_rank(folder / f"rank-{rank.rank}.jsonl", rank.header, rank.calls)
     said: dict[str, list[int]] = {}
@@ -118,7 +108,6 @@ def run_import_dumps(kind: str, sources: list[str], out: str, force: bool) -> in
     """Flight Recorder dumps or NCCL Inspector logs in (every file read before anything is
     written), a trace folder (``rank-<r>.jsonl``) out, for replay, estimate --trace, history
     and stragglers."""
-    from commbench.core.errors import UsageError
     from commbench.importers import flight_recorder, nccl_inspector
     from commbench.results import trace as trace_format
 
@@ -127,16 +116,7 @@ def run_import_dumps(kind: str, sources: list[str], out: str, force: bool) -> in
         trace, notes = imported.trace, imported.notes
     else:
         trace, notes = nccl_inspector.read(sources)
-    folder = Path(out)
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder")
-    taken = sorted(folder.glob(trace_format.TRACE_GLOB)) if folder.is_dir() else []
-    if taken and not force:
-        raise UsageError(f"--out {out}: already holds a trace ({taken[0].name}, ...); choose "
-                         "another folder or pass --force to replace it")
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in taken:
-        old.unlink()
+    folder = _trace_folder(out, force)
     for rank, rank_trace in sorted(trace.ranks.items()):
         trace_format.write_rank(folder / f"rank-{rank}.jsonl", rank_trace.header,
                                 rank_trace.calls)
@@ -149,3 +129,22 @@ def run_import_dumps(kind: str, sources: list[str], out: str, force: bool) -> in
     print(f"imported {calls} calls of {len(trace.ranks)} of {trace.world_size} ranks "
           f"({len(steps)} step(s) found from the calls' rhythm) into {folder}")
     return EXIT_OK
+
+
+def _trace_folder(out: str, force: bool) -> Path:
+    """OUT made ready for a trace: refused where it is a file or already holds a trace
+    (unless --force, which removes that trace's rank files), after every source was read."""
+    from commbench.core.errors import UsageError
+    from commbench.results import trace as trace_format
+
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a folder")
+    taken = sorted(folder.glob(trace_format.TRACE_GLOB)) if folder.is_dir() else []
+    if taken and not force:
+        raise UsageError(f"--out {out}: already holds a trace ({taken[0].name}, ...); choose "
+                         "another folder or pass --force to replace it")
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in taken:
+        old.unlink()
+    return folder
