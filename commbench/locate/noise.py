@@ -206,6 +206,12 @@ def round_levels(pairs: Sequence[PairResult], metric: str, entities: set[int],
     clean = [p for p in pairs if _clean(p, entities, links) and math.isfinite(p.speed(metric))]
     matrix = [p.speed(metric) for p in clean if p.phase == "main"]
     retests = [p.speed(metric) for p in clean if p.phase != "main"]
+    if not matrix:
+        # every pair of the matrix has a candidate end (a 5 % line on 12 ranks made a
+        # cascade of candidates): the matrix's median pair, not 0, the level of a log
+        # speed, which read every clean link 50x slow in latency
+        matrix = [p.speed(metric) for p in pairs if p.phase == "main" and p.status == "ok"
+                  and math.isfinite(p.speed(metric))]
     fallback = float(np.median(matrix)) if matrix else 0.0
     # the retest phase's own level only beyond its few pairs' noise: its rounds without a
     # reference pair all take it, so its error is every such retest's at once (a 6-rank run

@@ -85,7 +85,10 @@ def next_rounds(n: int, pairs: Sequence[PairResult], kind: str, min_effect: Effe
     # (Round.phase_of): no end counts them as its own.
     tests = [order[j % len(order)] for j in range(confirm) for order in orders + link_orders]
     retested = {tuple(sorted(order[0])) for order in link_orders}
-    return pack(tests, good, "confirm", first, candidate_links, retested)[:confirm + 1]
+    # a link's retest keeps a reference pair beside it (``schedule.pack``), so in a small
+    # fleet fewer tests fit a round: its batch with candidate links may run twice the rounds
+    cap = (confirm + 1) * (2 if link_orders and n <= SMALL_FLEET else 1)
+    return pack(tests, good, "confirm", first, candidate_links, retested)[:cap]
 
 
 def _switch_retests(suspect: Suspect, pairs: Sequence[PairResult], good: Sequence[int],

@@ -138,14 +138,23 @@ def pack(tests: Sequence[tuple[int, int]], reference_from: Sequence[int],
     they can be (in a 6-rank run whose every rank ends a candidate link, a retest's one
     reference was another candidate, its level the one clean pair left, and a clean link's
     retests read 1.39x slow against it). ``links``: tests that retest a candidate link
-    (``Round.links``)."""
+    (``Round.links``).
+
+    A link's retest goes into a round only where a reference pair is left beside it
+    (``_reference_left``), unless it is the round's first test: a link is judged against
+    the clean pairs of its own round, and a round of nothing but candidates takes the retest
+    phase's level from other rounds. In a clean-CI run, rank 3's retest and two candidate
+    links filled a 6-rank round; with rank 3 asleep the round's latency level was not the
+    others', and both clean links were named bad."""
     pending = list(tests)
     rounds: list[Round] = []
     while pending:
         busy: set[int] = set()
         chosen, left = [], []
         for a, b in pending:
-            if a in busy or b in busy or a == b:
+            if (a in busy or b in busy or a == b
+                    or (chosen and (min(a, b), max(a, b)) in links
+                        and not _reference_left(reference_from, busy | {a, b}, avoid))):
                 left.append((a, b))
             else:
                 chosen.append((a, b))
@@ -155,6 +164,14 @@ def pack(tests: Sequence[tuple[int, int]], reference_from: Sequence[int],
         rounds.append(Round(first_index + len(rounds), tuple(chosen), (), phase, retested))
         pending = left
     return rounds
+
+
+def _reference_left(reference_from: Sequence[int], busy: set[int],
+                    avoid: set[tuple[int, int]] | frozenset) -> bool:
+    """Two idle known-good entities that are no candidate link: a clean pair for the round."""
+    idle = [e for e in reference_from if e not in busy]
+    return any((min(a, b), max(a, b)) not in avoid
+               for i, a in enumerate(idle) for b in idle[i + 1:])
 
 
 def _references(idle: Sequence[int], avoid: set[tuple[int, int]] | frozenset

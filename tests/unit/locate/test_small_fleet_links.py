@@ -119,6 +119,27 @@ def test_retest_rounds_pair_idle_entities_around_candidate_links():
     assert sorted(rounds[0].pairs) == [(0, 3), (1, 2)]
 
 
+def test_a_link_retest_keeps_a_reference_pair_beside_it():
+    """The clean-CI failure's round: rank 3's retest with rank 1 and the two candidate links
+    (0, 4) and (2, 5) filled all 6 ranks, no clean pair beside the links, and both were named
+    bad against other rounds' level. Each link retest now has a reference pair in its round;
+    the rank's retest and the first test of a round still go in as before."""
+    links = {(0, 4), (2, 5)}
+    rounds = rounds_of.pack([(1, 3), (0, 4), (2, 5)], reference_from=[0, 1, 2, 4, 5],
+                            avoid=links, links=links)
+    clean = [e for e in (0, 1, 2, 4, 5)]
+    for r in rounds:
+        for link in r.links:
+            others = [p for p in r.pairs if p not in links and 3 not in p and p != link]
+            assert others and all(a in clean and b in clean for a, b in others), r
+    assert sorted(link for r in rounds for link in r.links) == [(0, 4), (2, 5)]
+    assert (1, 3) in rounds[0].pairs
+    # where no reference can be had at all (4 entities), a link still gets its retest
+    rounds = rounds_of.pack([(0, 1), (2, 3)], reference_from=[0, 1, 2, 3],
+                            avoid={(0, 1), (2, 3)}, links={(0, 1), (2, 3)})
+    assert sorted(link for r in rounds for link in r.links) == [(0, 1), (2, 3)]
+
+
 def test_the_retest_phases_level_from_few_pairs_stays_near_the_matrixs():
     """Retest rounds without a reference pair take the retest phase's level; from one clean
     pair 0.4 fast it is mostly that pair's noise (0.15 a pair), not the phase's speed."""
@@ -248,3 +269,15 @@ def test_a_candidate_is_judged_in_every_metric_it_was_a_candidate_in(monkeypatch
     alone = confirmation.judge(6, pairs, "gpu", MinEffect(0.3, 0.3))
     (link,) = [s for s in alone.suspects if s.entities == LINK]
     assert link.metric == "lat" and link.verdict in ("ok", "transient"), link.evidence
+
+
+def test_a_matrix_with_a_candidate_in_every_pair_keeps_the_fleets_level():
+    """Every main pair with a candidate end (a 5 % line on 12 ranks cascaded candidates):
+    the level was 0, a log speed's zero, and every clean link read its latency in µs as a
+    ratio (50x slow). The matrix's median pair is the level then."""
+    main = [PairResult(r, a, a + 1, 10.0 * math.exp(0.01 * r), 50.0) for r in range(4)
+            for a in (0, 2)]
+    levels = round_levels(main, "lat", {0, 1, 2, 3}, set(), 0.1)
+    assert all(abs(level - math.log(1 / 50.0)) < 0.05 for level in levels.values()), levels
+    levels = round_levels(main, "busbw", {0, 1, 2, 3}, set(), 0.1)
+    assert all(abs(level - math.log(10.0)) < 0.1 for level in levels.values()), levels
