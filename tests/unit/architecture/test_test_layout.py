@@ -31,9 +31,6 @@ CROSS_MODULE = {
     "results/test_kinds.py": "every command given a run folder of another kind",
     "history/test_split_identity.py": "one feature through ingest, series, store, openmetrics",
     "history/test_torch_free.py": "the whole history package, imported without torch",
-    # Other engineers' files in flight; named after the module they will add or split out:
-    "compare/test_history_noise.py": "in flight: compare/noise.py from the history (h41)",
-    "stragglers/test_p2p.py": "in flight: stragglers' p2p matching",
 }
 
 
