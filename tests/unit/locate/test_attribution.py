@@ -11,7 +11,8 @@ from commbench.locate import attribution as locate
 from commbench.locate import confirmation, retests
 from commbench.locate import schedule as rounds_of
 from commbench.locate.attribution import PairResult
-from commbench.specs.locate import LocateSpec, MinEffect
+from commbench.specs.locate import MinEffect
+from tests.unit.locate.fleets import bad, fleet, locate_folder, offline, run
 
 # ---- the schedule -----------------------------------------------------------------------------
 
@@ -71,73 +72,6 @@ def test_pack_puts_nobody_twice_in_a_round_and_fills_with_references():
 
 
 # ---- synthetic fleets -------------------------------------------------------------------------
-
-
-def fleet(n, slow=None, links=None, congested=None, noise=0.03, seed=0, rounds=None,
-          confirm_slow=None):
-    """Pair measurements of a fleet: a pair runs at the speed of its slower end, times a bad
-    link's factor, times a congested round's factor, with lognormal noise."""
-    rng = np.random.default_rng(seed)
-    slow = slow or {}
-    links = links or {}
-    congested = congested or {}
-    out = []
-    for r in rounds or rounds_of.circle_rounds(n):
-        for a, b in r.pairs:
-            factor = min(slow.get(a, 1.0), slow.get(b, 1.0)) * links.get((a, b), 1.0)
-            factor *= congested.get(r.index, 1.0) if r.phase == "main" else 1.0
-            busbw = 10.0 * factor * rng.lognormal(0, noise)
-            lat = 50.0 / factor * rng.lognormal(0, noise)
-            out.append(PairResult(r.index, a, b, busbw, lat, lat * 1.5, "ok",
-                                  r.phase_of(a, b)))
-    return out
-
-
-def run(n, slow=None, links=None, congested=None, noise=0.03, seed=0, confirm=3,
-        min_effect=None, later=None):
-    """The whole decision on a synthetic fleet, as the ranks run it: the matrix, batches of
-    retests until the evidence settles (fresh noise each batch), verdicts. ``later``: the
-    slow entities from the first retest on (default: as in the matrix)."""
-    return offline(n, slow, links, congested, noise, seed, confirm, min_effect, later)[1].suspects
-
-
-def offline(n, slow=None, links=None, congested=None, noise=0.03, seed=0, confirm=3,
-            min_effect=None, later=None):
-    batches = iter(range(1000))
-
-    def measure(rounds):
-        batch = next(batches)
-        now = slow if batch == 0 or later is None else later
-        return fleet(n, now, links, congested if batch == 0 else None, noise,
-                     seed + 101 * batch, rounds=rounds)
-
-    names = [f"rank {e}" for e in range(n)]
-    # the command's procedure and defaults: the round robin twice up to 16 entities, the
-    # line drawn from the noise (``min_effect`` None), --follow-ups batches at most
-    return retests.locate_offline(n, measure, "gpu", spec(confirm, min_effect), names)
-
-
-def spec(confirm=3, min_effect=None, **more):
-    """The command's LocateSpec (its defaults), ``min_effect`` None: drawn from the noise."""
-    return LocateSpec(confirm=confirm, min_effect=min_effect, **more)
-
-
-def measured(n, slow=None, seed=0, main=None):
-    """(main pairs, retests) of a synthetic fleet as the command runs it (its main rounds
-    unless ``main`` is given, its batches of retests)."""
-    main = (fleet(n, slow=slow, seed=seed, rounds=retests.main_rounds(n, spec()))
-            if main is None else main)
-    pairs = list(main)
-    for batch in range(retests.batches(n, spec().follow_ups)):
-        more = retests.next_batch(n, pairs, "gpu", spec())
-        if not more:
-            break
-        pairs += fleet(n, slow=slow, seed=seed + 5 + batch, rounds=more)
-    return main, pairs[len(main):]
-
-
-def bad(suspects):
-    return sorted((s.kind, s.entities) for s in suspects if s.verdict.startswith("bad"))
 
 
 def test_one_bad_entity_named_alone_with_evidence():
@@ -514,30 +448,6 @@ def test_parsers():
 
 
 # ---- the run folder and compare, offline ------------------------------------------------------
-
-
-def locate_folder(path, slow=None, confirm=3, n=6):
-    """A locate run folder as rank 0 leaves it (run.json with the entities, pairs.jsonl), from
-    a synthetic fleet, then finished by the command as after a real run."""
-    import json
-    from dataclasses import asdict
-
-    from commbench.commands.locate import LocateOutput, LocateSpec, finish
-    from commbench.locate import fleet as levels
-
-    found = levels.entities("gpu", [{"host": "h", "node": ""}] * n)
-    main, again = measured(n, slow)
-    path.mkdir()
-    (path / "run.json").write_text(json.dumps({"entities": [asdict(e) for e in found],
-                                               "world_size": n, "nnodes": 1}))
-    with open(path / "pairs.jsonl", "w") as handle:
-        for p in main + again:
-            handle.write(json.dumps({"round": p.round, "phase": p.phase, "a": p.a, "b": p.b,
-                                     "ranks": [[p.a, p.b]], "size_large": 262144,
-                                     "size_small": 8, "busbw_gbps": p.busbw,
-                                     "lat_us_p50": p.lat, "lat_us_p99": p.lat_p99,
-                                     "wrong": 0, "status": "ok"}) + "\n")
-    return finish(path, LocateSpec(small=8, large=262144), LocateOutput(), "", "gloo")
 
 
 def test_the_folder_names_the_bad_rank_in_every_file(tmp_path, capsys):

@@ -14,7 +14,7 @@ from commbench.locate import confirmation, noise
 from commbench.locate import schedule as rounds_of
 from commbench.locate import simulate as sim
 from commbench.specs.locate import LocateSpec, MinEffect
-from tests.unit.locate.test_attribution import fleet, locate_folder, measured
+from tests.unit.locate.fleets import fleet, locate_folder, measured
 
 
 def line_at(sigma: float, n: int = 12, seed: int = 0) -> noise.Line:

@@ -17,8 +17,7 @@ from commbench.locate.attribution import PairResult
 from commbench.locate.noise import round_levels
 from commbench.locate.schedule import Round
 from commbench.specs.locate import MinEffect
-
-from .test_attribution import bad, fleet, spec
+from tests.unit.locate.fleets import bad, fleet, spec
 
 LINK = (1, 3)
 

@@ -16,7 +16,7 @@ from commbench.locate import retests
 from commbench.locate import schedule as rounds_of
 from commbench.locate import simulate as sim
 from commbench.specs.locate import LocateSpec, MinEffect
-from tests.unit.locate.test_attribution import fleet
+from tests.unit.locate.fleets import fleet
 
 LEAVES = ("a",) * 4 + ("b",) * 4 + ("c",) * 4  # 12 nodes, three leaves of four
 BEHIND_B = (4, 5, 6, 7)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from commbench.locate import attribution as locate
-from tests.unit.locate.test_attribution import fleet, measured
+from tests.unit.locate.fleets import fleet, measured
 
 
 def folder(path, n=6, slow=None, main=None, host=lambda e: "h", error="", seed=0):
@@ -200,7 +200,7 @@ def _finished(path, n, slow, noise, seed, spec, capsys):
     from commbench.commands.locate import LocateOutput, finish
     from commbench.locate import fleet as levels
     from commbench.locate import retests
-    from tests.unit.locate.test_attribution import fleet as synthetic
+    from tests.unit.locate.fleets import fleet as synthetic
 
     batches = iter(range(1000))
     pairs, _ = retests.locate_offline(
@@ -288,7 +288,7 @@ def test_clean_fleets_name_nobody_bad_and_list_nobody_slow(noise):
     """The slow verdict's z is raised for every entity-metric screened: 30 clean 8-rank
     fleets at 0.05 and at 0.2 list nobody slow and name nobody bad (bench/locate.py
     measures the rate on more fleets and on real runs)."""
-    from tests.unit.locate.test_attribution import offline
+    from tests.unit.locate.fleets import offline
 
     for seed in range(30):
         _, judged = offline(8, noise=noise, seed=seed)
