@@ -1,13 +1,17 @@
 """commands/report.py through the real entry point: folders that are not runs are skipped with
 a note (``report results/*`` matches the report's own folder), no run at all is one line and
-exit 2, and so is an --out that cannot be made."""
+exit 2, and so is an --out that cannot be made; of locate runs, two are the compare view per
+entity and link, and a slow rank is named, never "no suspect"."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.unit.history.cli_helper import run_cli
+from tests.unit.locate.fleets import finished, run_folder
 
 BASE = Path(__file__).parents[2] / "fixtures" / "base"
 
@@ -40,3 +44,38 @@ def test_an_out_that_cannot_be_made_is_one_line_and_exit_2(tmp_path, capsys):
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in out + err
     assert f"cannot write --out {tmp_path / 'file' / 'r'}" in err
+
+
+# ---- locate runs ------------------------------------------------------------------------------
+
+
+def test_report_of_two_locate_runs_shows_the_compare_view(tmp_path, capsys):
+    from commbench.cli import main
+
+    run_folder(tmp_path / "before", slow={2: 0.4})
+    run_folder(tmp_path / "after", n=5)
+    out = tmp_path / "report"
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(tmp_path / "before"), str(tmp_path / "after"), "--out", str(out)])
+    assert done.value.code == 0
+    md = (out / "report.md").read_text()
+    assert "## after vs before: locate, per entity and link" in md
+    assert "| rank 2 |" in md and "| bad gpu | ok | repaired |" in md
+    assert "| ok | not measured | not measured |" in md  # rank 5
+    assert "after vs before (locate, per entity and link): 1 repaired, 1 not measured" in md
+    page = (out / "report.html").read_text()
+    assert "<td>repaired</td>" in page and '<tr class="noisy">' in page
+
+
+def test_report_of_a_run_with_a_slow_rank_does_not_say_no_suspect(tmp_path, capsys):
+    """report's one line and section read run.json: a slow entity is named there too."""
+    from commbench.cli import main
+    from commbench.specs.locate import LocateSpec
+
+    finished(tmp_path / "run", 8, {3: 0.93}, 0.03, 0, LocateSpec(small=8, large=262144),
+              capsys)
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report")])
+    assert done.value.code == 0
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "no bad entity or link; 1 slow: rank 3" in md and "No suspect" not in md

@@ -15,6 +15,10 @@ from commbench.locate import schedule as rounds_of
 from commbench.locate.attribution import PairResult
 from commbench.specs.locate import LocateSpec
 
+LINK = (1, 3)  # the slow link of the small-fleet cases (6 ranks)
+LEAVES = ("a",) * 4 + ("b",) * 4 + ("c",) * 4  # 12 nodes, three leaves of four
+BEHIND_B = (4, 5, 6, 7)
+
 
 def fleet(n, slow=None, links=None, congested=None, noise=0.03, seed=0, rounds=None,
           confirm_slow=None):
@@ -83,6 +87,43 @@ def bad(suspects):
     return sorted((s.kind, s.entities) for s in suspects if s.verdict.startswith("bad"))
 
 
+def decide_links(n, matrix_links, retest_links, noise=0.05, seed=0, min_effect=None):
+    """The decision as the ranks run it, the matrix measured with ``matrix_links`` slow and
+    every retest batch with ``retest_links`` (a pair's one matrix reading is noisy)."""
+    batches = iter(range(1000))
+
+    def measure(rounds):
+        batch = next(batches)
+        links = matrix_links if batch == 0 else retest_links
+        return fleet(n, links=links, noise=noise, seed=seed + 101 * batch, rounds=rounds)
+
+    names = [f"rank {e}" for e in range(n)]
+    return retests.locate_offline(n, measure, "gpu", spec(min_effect=min_effect), names)
+
+
+def uplink(leaves, leaf, factor):
+    """Every pair across ``leaf``'s uplink slowed by ``factor`` (both orders: reference
+    pairs of a retest round are not sorted)."""
+    n = len(leaves)
+    return {(x, y): 1 / factor for x in range(n) for y in range(n)
+            if x != y and (leaves[x] == leaf) != (leaves[y] == leaf)}
+
+
+def decide_leaves(leaves=LEAVES, slow=None, links=None, noise=0.05, seed=0, min_effect=None,
+                  topology=True):
+    """Matrix, retests (fresh noise each batch) and verdicts at node level, as the ranks run
+    them (``topology=False``: the same fleet, its leaves not told)."""
+    n = len(leaves)
+    batches = iter(range(1000))
+
+    def measure(rounds):
+        return fleet(n, slow, links, None, noise, seed + 101 * next(batches), rounds=rounds)
+
+    names = [f"node{e:02d}" for e in range(n)]
+    return retests.locate_offline(n, measure, "node", LocateSpec(min_effect=min_effect), names,
+                                  leaves if topology else ())
+
+
 # ---- run folders ------------------------------------------------------------------------------
 
 
@@ -110,3 +151,38 @@ def locate_folder(path, slow=None, confirm=3, n=6):
     main, again = measured(n, slow)
     write_run(path, found, main + again, n)
     return finish(path, LocateSpec(small=8, large=262144), LocateOutput(), "", "gloo")
+
+
+def run_folder(path, n=6, slow=None, main=None, host=lambda e: "h", error="", seed=0):
+    """A locate folder as rank 0 leaves it, finished by the command (as after a real run).
+    ``main``: the main pairs (default: the full circle over a synthetic fleet)."""
+    from commbench.commands.locate import LocateOutput, finish
+    from commbench.locate import fleet as levels
+
+    found = levels.entities("gpu", [{"host": host(e), "node": ""} for e in range(n)])
+    # gpu entities take their host from the rank; keep the one the test asked for
+    main, again = measured(n, slow, seed, main) if main != [] else ([], [])
+    write_run(path, found, main + again, n)
+    return finish(path, LocateSpec(small=8, large=262144), LocateOutput(), error, "gloo")
+
+
+def finished(path, n, slow, noise, seed, spec, capsys):
+    """A folder from the command's own procedure (locate.retests.locate_offline) on a
+    synthetic fleet, finished by the command (``finish``) with ``spec``, then again with
+    --json: (console, run.json, summary.md, the --json object)."""
+    from commbench.commands.locate import LocateOutput, finish
+    from commbench.locate import fleet as levels
+
+    batches = iter(range(1000))
+    pairs, _ = retests.locate_offline(
+        n, lambda rounds: fleet(n, slow, noise=noise, seed=seed + 101 * next(batches),
+                                rounds=rounds),
+        "gpu", spec)
+    found = levels.entities("gpu", [{"host": "h", "node": ""}] * n)
+    write_run(path, found, pairs, n)
+    code = finish(path, spec, LocateOutput(), "", "gloo")["code"]
+    out = capsys.readouterr().out
+    finish(path, spec, LocateOutput(json_out=True), "", "gloo")
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    return (code, out, json.loads((path / "run.json").read_text()),
+            (path / "summary.md").read_text(), summary)

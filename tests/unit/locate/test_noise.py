@@ -1,18 +1,23 @@
-"""The --min-effect line drawn from the noise a run measured (commbench.locate.noise; issue 30):
-it follows the noise within its floor and cap, a given --min-effect wins, it depends on the
-main matrix only (so rank 0's retests, its verdict and the files agree), a 1.3x fault at a
-quiet cluster's noise is named while clean fleets name nobody, and the run says the line."""
+"""The noise a locate run measured and the --min-effect line drawn from it (locate.noise; issue
+30): the line follows the noise within its floor and cap, a given --min-effect wins, it depends
+on the main matrix only (so rank 0's retests, its verdict and the files agree), a 1.3x fault at a
+quiet cluster's noise is named while clean fleets name nobody, and the run says the line. Then
+a round's level (``round_levels``) from few clean pairs or none, and a verdict's noise
+(``run_noise``) from the slow tail of a node meeting."""
 
 from __future__ import annotations
 
 import json
 import math
 
+import numpy as np
 import pytest
 
-from commbench.locate import confirmation, noise
+from commbench.locate import attribution, confirmation, noise
 from commbench.locate import schedule as rounds_of
 from commbench.locate import simulate as sim
+from commbench.locate.attribution import PairResult
+from commbench.locate.noise import round_levels
 from commbench.specs.locate import LocateSpec, MinEffect
 from tests.unit.locate.fleets import fleet, locate_folder, measured
 
@@ -144,3 +149,56 @@ def test_a_small_fleet_read_twice_still_has_too_few_pairs_for_a_noise():
     assert math.isnan(line.sigma_busbw)
     eight = noise.resolve(None, 8, fleet(8, noise=0.045), "gpu")  # 28 pairs: read
     assert eight.how_busbw == "noise"
+
+
+# ---- a round's level and a verdict's noise ----------------------------------------------------
+
+
+def test_the_retest_phases_level_from_few_pairs_stays_near_the_matrixs():
+    """Retest rounds without a reference pair take the retest phase's level; from one clean
+    pair 0.4 fast it is mostly that pair's noise (0.15 a pair), not the phase's speed."""
+    main = [PairResult(r, a, a + 1, math.exp(0.01 * ((r + a) % 3 - 1)), 1.0)
+            for r in range(5) for a in (0, 2, 4)]
+    confirm = [PairResult(10, 0, 1, math.exp(0.4), 1.0, phase="confirm"),
+               PairResult(11, 2, 3, 1.0, 1.0, phase="confirm")]
+    levels = round_levels(main + confirm, "busbw", set(), {(2, 3)}, 0.15)
+    assert abs(levels[11]) < 0.25  # a round of candidate links only: the shrunk phase level
+    # ...while a phase whose pairs all say it ran slow keeps that
+    slow = [PairResult(10 + i, 0, 1, math.exp(-0.3), 1.0, phase="confirm") for i in range(9)]
+    levels = round_levels(main + slow + confirm[1:], "busbw", set(), {(2, 3)}, 0.15)
+    assert levels[11] < -0.2
+
+
+def test_a_matrix_with_a_candidate_in_every_pair_keeps_the_fleets_level():
+    """Every main pair with a candidate end (a 5 % line on 12 ranks cascaded candidates):
+    the level was 0, a log speed's zero, and every clean link read its latency in µs as a
+    ratio (50x slow). The matrix's median pair is the level then."""
+    main = [PairResult(r, a, a + 1, 10.0 * math.exp(0.01 * r), 50.0) for r in range(4)
+            for a in (0, 2)]
+    levels = round_levels(main, "lat", {0, 1, 2, 3}, set(), 0.1)
+    assert all(abs(level - math.log(1 / 50.0)) < 0.05 for level in levels.values()), levels
+    levels = round_levels(main, "busbw", {0, 1, 2, 3}, set(), 0.1)
+    assert all(abs(level - math.log(10.0)) < 0.1 for level in levels.values()), levels
+
+
+def test_a_verdicts_noise_reads_the_slow_tail_of_a_node_meeting():
+    """A node meeting is its slowest of 8 rank pairs: a spread leaning to the slow side,
+    which the MAD under-reads (0.172 on the slow side, 0.149 from the MAD, at 0.25 a rank
+    pair). A symmetric spread (gpu level) reads the same both ways; a 6-rank run's 15
+    pairs are too few to show a tail and keep the MAD."""
+    from commbench.locate.noise import run_noise
+
+    def noises(fleet, rounds):
+        rng = np.random.default_rng(1)
+        main = rounds_of.schedule(fleet.entities, rounds, 1)
+        pairs = sim.measure(fleet, sim.plant(fleet, rng, main), main, rng)
+        found = attribution.attribute(fleet.entities, pairs, fleet.level, 0.3)
+        return (run_noise(found, pairs, "busbw"),
+                run_noise(found, pairs, "busbw", slow_side=True))
+
+    mad, slow = noises(sim.Fleet(128, noise=(0.25, 0.15)), "full")
+    assert 0.13 < mad < 0.17 and slow > 1.08 * mad, (mad, slow)
+    mad, slow = noises(sim.Fleet(16, gpus=8, noise=(0.25, 0.15), level="gpu"), "full")
+    assert abs(slow / mad - 1) < 0.06, (mad, slow)
+    mad, slow = noises(sim.Fleet(6, gpus=1, noise=(0.25, 0.15), level="gpu"), "full")
+    assert slow == mad
