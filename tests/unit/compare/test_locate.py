@@ -1,13 +1,14 @@
-"""compare of two locate runs (compare.locate; issue 30, point 5): an entity missing from one
-side is ``not measured`` (never ``repaired``) and fails the gate, the same fleet on both sides
-passes, and a bad link whose pair the second run did not draw is not repaired. Synthetic
-folders finished by the locate command (tests/unit/locate/fleets.py): no process."""
+"""compare of two locate runs (compare.locate): a bad rank that is ok after is repaired (and new
+the other way round, which fails the gate); issue 30, point 5: an entity missing from one side
+is ``not measured`` (never ``repaired``) and fails the gate, the same fleet on both sides
+passes, and a bad link whose pair the second run did not draw is not repaired. Synthetic folders
+finished by the locate command (tests/unit/locate/fleets.py): no process."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.unit.locate.fleets import run_folder
+from tests.unit.locate.fleets import locate_folder, run_folder
 
 
 def compare(before, after, *extra):
@@ -67,3 +68,24 @@ def test_a_bad_link_the_second_run_did_not_draw_is_not_repaired():
                r["entity"] and "rank 1" in r["entity"]]
     assert (link["before"], link["after"], link["change"]) == (
         "bad link", "not measured", "not measured")
+
+
+def test_compare_of_two_locate_runs_shows_the_repair(tmp_path, capsys):
+    from commbench.cli import main
+
+    locate_folder(tmp_path / "before", slow={2: 0.4})
+    locate_folder(tmp_path / "after")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as done:
+        main(["compare", str(tmp_path / "before"), str(tmp_path / "after"),
+              "--fail-on-regression"])
+    assert done.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    (rank2,) = [line for line in lines if line.startswith("rank 2 ") and " - " not in line]
+    assert rank2.split()[-4:] == ["bad", "gpu", "ok", "repaired"]
+    assert "2.50x" in rank2  # busbw after / before
+    with pytest.raises(SystemExit) as done:
+        main(["compare", str(tmp_path / "after"), str(tmp_path / "before"),
+              "--fail-on-regression"])
+    assert done.value.code == 1
+    assert "rank 2 (new)" in capsys.readouterr().err

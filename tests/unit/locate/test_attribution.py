@@ -1,8 +1,7 @@
-"""locate's schedule and attribution on synthetic fleets: no process, no torch."""
+"""locate's attribution, and the decision it starts, on synthetic fleets
+(tests/unit/locate/fleets.py): no process, no torch."""
 
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 import pytest
@@ -20,68 +19,10 @@ from tests.unit.locate.fleets import (
     decide_leaves,
     decide_links,
     fleet,
-    locate_folder,
     offline,
     run,
     uplink,
 )
-
-# ---- the schedule -----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 9, 16, 17])
-def test_circle_meets_every_pair_once_and_nobody_twice_in_a_round(n):
-    rounds = rounds_of.circle_rounds(n)
-    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
-    met = [pair for r in rounds for pair in r.pairs]
-    assert sorted(met) == sorted(itertools.combinations(range(n), 2))
-    for r in rounds:
-        seen = [e for pair in r.pairs for e in pair] + list(r.byes)
-        assert sorted(seen) == list(range(n))  # everybody once: in a pair or on a bye
-        assert len(r.pairs) == n // 2
-
-
-@pytest.mark.parametrize("n", [3, 5, 7, 9])
-def test_byes_rotate_through_everybody_once(n):
-    byes = [b for r in rounds_of.circle_rounds(n) for b in r.byes]
-    assert sorted(byes) == list(range(n))
-
-
-def test_even_fleet_has_no_bye():
-    assert all(not r.byes for r in rounds_of.circle_rounds(8))
-
-
-def test_quick_rounds_are_seeded_and_still_valid():
-    a = rounds_of.quick_rounds(32, 6, seed=7)
-    assert a == rounds_of.quick_rounds(32, 6, seed=7)
-    assert a != rounds_of.quick_rounds(32, 6, seed=8)
-    assert len(a) == 6
-    met = [pair for r in a for pair in r.pairs]
-    assert len(met) == len(set(met)) == 6 * 16  # no pair twice
-    for r in a:
-        assert sorted(e for pair in r.pairs for e in pair) == list(range(32))
-
-
-def test_schedule_options():
-    # up to 16 entities the full round robin runs twice, in the same order, indexed on
-    once, twice = rounds_of.circle_rounds(6), rounds_of.schedule(6, "full")
-    assert [r.pairs for r in twice] == [r.pairs for r in once] * 2
-    assert [r.index for r in twice] == list(range(10))
-    assert len(rounds_of.schedule(17, "full")) == 17 and len(rounds_of.schedule(16, "full")) == 30
-    assert len(rounds_of.schedule(64, "quick")) == rounds_of.quick_count(64) == 8
-    assert len(rounds_of.schedule(6, "quick")) == 5  # never more than the full round robin
-    assert len(rounds_of.schedule(10, "3")) == 3
-
-
-def test_pack_puts_nobody_twice_in_a_round_and_fills_with_references():
-    rounds = rounds_of.pack([(0, 1), (0, 2), (3, 4)], reference_from=[5, 6, 7, 8, 2])
-    assert [r.pairs[:2] for r in rounds][0] == ((0, 1), (3, 4))
-    for r in rounds:
-        seen = [e for pair in r.pairs for e in pair]
-        assert len(seen) == len(set(seen))
-    assert (0, 2) in rounds[1].pairs
-    assert rounds[0].phase == "confirm"
-
 
 # ---- synthetic fleets -------------------------------------------------------------------------
 
@@ -305,22 +246,6 @@ def test_no_good_partner_is_inconclusive():
     assert retests.next_rounds(2, fleet(2, slow={0: 0.5}), "gpu", MinEffect(), 3) == []
 
 
-def test_every_entity_a_candidate_leaves_nobody_to_retest_with():
-    scores = locate.attribute(3, fleet(3)).scores
-    found = locate.Attribution(scores, [locate.Suspect("gpu", (e,), "busbw", 0.5, 1.0)
-                                        for e in range(3)])
-    assert retests.good_partners(3, found) == []
-    assert retests.next_rounds(3, fleet(3, slow={0: 0.5}), "gpu", MinEffect(), 0) == []
-
-
-def test_retests_use_distinct_good_partners_after_the_matrix():
-    pairs = fleet(8, slow={3: 0.5})
-    rounds = retests.next_rounds(8, pairs, "gpu", MinEffect(), 3)
-    partners = {b if a == 3 else a for r in rounds for a, b in r.pairs if 3 in (a, b)}
-    assert len(partners) == 3 and 3 not in partners
-    assert rounds[0].index == 7 and {r.phase for r in rounds} == {"confirm"}
-
-
 def test_matrix_is_ratio_to_fleet_median_with_untested_cells_nan():
     pairs = fleet(4, slow={0: 0.5}, noise=0.0, rounds=rounds_of.circle_rounds(4)[:2])
     m = locate.matrix(4, pairs, "busbw")
@@ -463,171 +388,7 @@ def test_two_slow_uplinks_of_five_leaves_are_two_bad_switches():
     assert bad(judged.suspects) == [("switch", (0, 1, 2, 3)), ("switch", (8, 9, 10, 11))]
 
 
-# ---- the heatmap ------------------------------------------------------------------------------
-
-
-def _red_share(png):
-    import matplotlib.image as mpimg
-
-    pixels = mpimg.imread(png)[..., :3]
-    red = (pixels[..., 0] > pixels[..., 1] + 0.25) & (pixels[..., 0] > pixels[..., 2] + 0.2)
-    return float(red.mean())
-
-
-def test_heatmap_colours_a_slow_row_red_and_names_the_suspect(tmp_path):
-    from commbench.output.heatmap import heatmap
-
-    ratios = locate.matrix(6, fleet(6, slow={3: 0.3}, noise=0.0), "busbw")
-    labels = [f"rank {e}" for e in range(6)]
-    fig = heatmap(tmp_path / "slow.png", ratios, labels, "t", False, suspects=[3])
-    clean = heatmap(tmp_path / "clean.png", locate.matrix(6, fleet(6, noise=0.0), "busbw"),
-                    labels, "t", False)
-    assert _red_share(tmp_path / "slow.png") > 0.05  # the row and column of rank 3
-    assert _red_share(tmp_path / "clean.png") < 0.01
-    marked = [t for t in fig.axes[0].get_yticklabels() if t.get_color() != "black"]
-    assert [t.get_text() for t in marked] == ["rank 3 ◀"]
-    assert not [t for t in clean.axes[0].get_yticklabels() if t.get_color() != "black"]
-
-
-def test_heatmap_hatches_untested_cells(tmp_path):
-    from commbench.output.heatmap import heatmap
-
-    rounds = rounds_of.quick_rounds(8, 2, seed=1)
-    fig = heatmap(tmp_path / "q.png", locate.matrix(8, fleet(8, rounds=rounds), "lat"),
-                  [str(e) for e in range(8)], "t", True)
-    assert any(p.get_hatch() == "//" for p in fig.axes[0].patches)
-
-
-def test_beyond_64_entities_a_sorted_strip(tmp_path):
-    from commbench.output.heatmap import heatmap
-
-    n = 70
-    ratios = np.ones(n)
-    ratios[5] = 0.4
-    fig = heatmap(tmp_path / "s.png", np.ones((n, n)), [str(e) for e in range(n)], "t",
-                  False, suspects=[5], entity_ratios=list(ratios))
-    bars = fig.axes[0].patches
-    assert len(bars) == n and bars[0].get_height() == pytest.approx(0.4)  # slowest first
-
-
-# ---- entities and the command line ------------------------------------------------------------
-
-
-def hosts(nodes, per_node, host="h"):
-    return [{"host": host if nodes == 1 else f"{host}{n}", "node": str(n)}
-            for n in range(nodes) for _ in range(per_node)]
-
-
-def test_levels_group_ranks_and_meet_rail_parallel():
-    from commbench.locate import fleet
-
-    found = hosts(3, 2)
-    assert fleet.default_level(hosts(1, 4)) == "gpu"
-    assert fleet.default_level(found) == "node"
-    nodes = fleet.entities("node", found)
-    assert [(e.name, e.ranks) for e in nodes] == [("h0", (0, 1)), ("h1", (2, 3)), ("h2", (4, 5))]
-    assert fleet.rank_pairs("node", nodes[0], nodes[2]) == ((0, 4), (1, 5))
-    rails = fleet.entities("rail", found)
-    assert [(e.name, e.ranks) for e in rails] == [("rail 0", (0, 2, 4)), ("rail 1", (1, 3, 5))]
-    # rail 0 of node k meets rail 1 of node k+1: across nodes, nobody twice
-    pairs = fleet.rank_pairs("rail", rails[0], rails[1])
-    assert pairs == ((0, 3), (2, 5), (4, 1))
-    assert len({r for p in pairs for r in p}) == 6
-
-
-def test_two_agents_on_one_host_are_two_nodes():
-    from commbench.locate import fleet
-
-    same_host = [{"host": "vm", "node": str(n)} for n in (0, 0, 1, 1)]
-    assert fleet.default_level(same_host) == "node"
-    assert [e.name for e in fleet.entities("node", same_host)] == ["vm:0", "vm:1"]
-
-
-def test_rank_rounds_expand_every_meeting():
-    from commbench.locate import fleet
-
-    found = fleet.entities("node", hosts(4, 2))
-    rounds = fleet.rank_rounds("node", found, rounds_of.circle_rounds(4))
-    for r in rounds:
-        ranks = [x for m in r.meetings for p in m.rank_pairs for x in p]
-        assert sorted(ranks) == list(range(8))
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--rounds", "some"], "--rounds"),
-        (["--rounds", "0"], "--rounds"),
-        (["--sizes", "8"], "two sizes"),
-        (["--sizes", "1,64M"], "at least 4 bytes"),
-        (["--min-effect", "ten"], "--min-effect"),
-        (["--level", "rack"], "--level"),
-        (["--confirm", "-1"], "--confirm"),
-        (["--nproc", "1"], "at least 2 ranks"),
-        (["--backend", "mpi"], "--backend"),
-    ],
-)
-def test_bad_locate_input_exits_2_with_one_line(args, message, tmp_path, capsys):
-    from commbench.cli import main
-
-    with pytest.raises(SystemExit) as exit_info:
-        main(["locate", *args, "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2, err
-    assert len(err.strip().splitlines()) == 1 and message in err, err
-    assert not (tmp_path / "out").exists()
-
-
-def test_parsers():
-    from commbench.specs.locate import parse_effect, parse_rounds, parse_sizes
-
-    assert parse_sizes("64M,8") == (8, 64 << 20)
-    assert parse_effect("10%") == MinEffect(0.1, 0.1) == parse_effect("0.1")
-    # a metric left out is drawn from the run's noise, as the whole line is without the option
-    assert parse_effect("busbw=20%") == MinEffect(0.2, None)
-    assert parse_effect("busbw=20%,lat=0.3") == MinEffect(0.2, 0.3)
-    assert parse_effect("latency=5%") == MinEffect(None, 0.05)
-    assert parse_effect(None) is None and parse_effect("auto") is None
-    assert parse_rounds("Quick") == "quick" and parse_rounds("7") == "7"
-
-
-# ---- the run folder and compare, offline ------------------------------------------------------
-
-
-def test_the_folder_names_the_bad_rank_in_every_file(tmp_path, capsys):
-    import csv
-
-    found = locate_folder(tmp_path / "before", slow={2: 0.4})
-    assert found["code"] == 1
-    folder = tmp_path / "before"
-    with open(folder / "entities.csv") as handle:
-        rows = {r["entity"]: r for r in csv.DictReader(handle)}
-    assert rows["rank 2"]["verdict"] == "bad gpu" and rows["rank 2"]["confirmed"] == "3/3"
-    assert {rows[f"rank {e}"]["verdict"] for e in (0, 1, 3, 4, 5)} == {"ok"}
-    assert (folder / "bad-hosts.txt").read_text() == "h\n"
-    assert "| bad gpu | rank 2 |" in (folder / "summary.md").read_text()
-    assert "bad gpu      rank 2: 0.40x [0." in capsys.readouterr().out
-
-
-def test_compare_of_two_locate_runs_shows_the_repair(tmp_path, capsys):
-    from commbench.cli import main
-
-    locate_folder(tmp_path / "before", slow={2: 0.4})
-    locate_folder(tmp_path / "after")
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as done:
-        main(["compare", str(tmp_path / "before"), str(tmp_path / "after"),
-              "--fail-on-regression"])
-    assert done.value.code == 0
-    lines = capsys.readouterr().out.splitlines()
-    (rank2,) = [line for line in lines if line.startswith("rank 2 ") and " - " not in line]
-    assert rank2.split()[-4:] == ["bad", "gpu", "ok", "repaired"]
-    assert "2.50x" in rank2  # busbw after / before
-    with pytest.raises(SystemExit) as done:
-        main(["compare", str(tmp_path / "after"), str(tmp_path / "before"),
-              "--fail-on-regression"])
-    assert done.value.code == 1
-    assert "rank 2 (new)" in capsys.readouterr().err
+# ---- wrong results ----------------------------------------------------------------------------
 
 
 def test_wrong_results_name_the_entity_or_the_link():
@@ -640,44 +401,3 @@ def test_wrong_results_name_the_entity_or_the_link():
         ("gpu", (3,), "bad gpu"), ("link", (0, 1), "bad link")]
     assert found[0].evidence == "rank 3: wrong results with 5/5 partners"
     assert locate.wrong_suspects(6, pairs, names, "gpu") == []
-
-
-def test_report_of_a_locate_run_has_the_suspects_and_both_heatmaps(tmp_path, capsys):
-    """A locate folder has no rows: its report section is the suspects table, what did not
-    reproduce, and the two heatmaps (linked beside report.md, embedded in report.html); an
-    ordinary run reported with it keeps its plots and tables."""
-    from pathlib import Path
-
-    from commbench.cli import main
-
-    locate_folder(tmp_path / "slow", slow={2: 0.4})
-    base = Path(__file__).parents[2] / "fixtures" / "base"
-    out = tmp_path / "report"
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as done:
-        main(["report", str(tmp_path / "slow"), str(base), "--out", str(out)])
-    assert done.value.code == 0
-    md = (out / "report.md").read_text()
-    assert "## slow: locate" in md
-    assert "| verdict | entity | hosts | ranks | busbw | latency | evidence |" in md
-    assert "| bad gpu | rank 2 | h | 2 | 0.40x |" in md
-    for name in ("heatmap_busbw.png", "heatmap_lat.png"):
-        assert f"](slow-{name})" in md
-        assert (out / f"slow-{name}").read_bytes() == (tmp_path / "slow" / name).read_bytes()
-    assert "](bandwidth.png)" in md  # the ordinary run's plots are still there
-    page = (out / "report.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 4  # 2 heatmaps, bandwidth, latency
-    assert "<td>bad gpu</td><td>rank 2</td>" in page
-    assert "slow: locate over 6 gpu entities, status complete: bad gpu rank 2" in page
-
-
-def test_report_of_a_clean_locate_run_alone(tmp_path, capsys):
-    from commbench.cli import main
-
-    locate_folder(tmp_path / "clean")
-    with pytest.raises(SystemExit) as done:
-        main(["report", str(tmp_path / "clean"), "--out", str(tmp_path / "report")])
-    assert done.value.code == 0
-    md = (tmp_path / "report" / "report.md").read_text()
-    assert "**No suspect.**" in md and "## Plots" not in md
-    assert "](clean-heatmap_busbw.png)" in md and "](clean-heatmap_lat.png)" in md

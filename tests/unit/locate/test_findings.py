@@ -1,8 +1,8 @@
 """What a locate run found (locate.findings), through the command's finish() on synthetic
-folders (issue 30, point 5): a run that measured no pair has no verdict (exit 3, no good
-host); good-hosts.txt lists only hosts measured and passed; a link row's votes come from its
-evidence; and a slow leaf uplink is one ``bad switch`` row whose hosts are bad hosts, none of
-them a bad node."""
+folders: a bad rank is named in every file; a run that measured no pair has no verdict (exit 3,
+no good host); good-hosts.txt lists only hosts measured and passed; a link row's votes come
+from its evidence; and a slow leaf uplink is one ``bad switch`` row whose hosts are bad hosts,
+none of them a bad node."""
 
 from __future__ import annotations
 
@@ -11,7 +11,15 @@ import json
 
 from commbench.locate import attribution as locate
 from commbench.specs.locate import LocateSpec
-from tests.unit.locate.fleets import LEAVES, decide_leaves, fleet, run_folder, uplink, write_run
+from tests.unit.locate.fleets import (
+    LEAVES,
+    decide_leaves,
+    fleet,
+    locate_folder,
+    run_folder,
+    uplink,
+    write_run,
+)
 
 
 def test_a_run_that_measured_no_pair_has_no_verdict(tmp_path, capsys):
@@ -100,3 +108,18 @@ def test_the_folder_names_the_switch_and_not_its_hosts(tmp_path, capsys):
     assert "under 3 leaf switches (--topology)" in printed.err
     assert "| bad switch | b |" in (folder / "summary.md").read_text()
     assert (folder / "heatmap_busbw.png").stat().st_size > 0
+
+
+def test_the_folder_names_the_bad_rank_in_every_file(tmp_path, capsys):
+    import csv
+
+    found = locate_folder(tmp_path / "before", slow={2: 0.4})
+    assert found["code"] == 1
+    folder = tmp_path / "before"
+    with open(folder / "entities.csv") as handle:
+        rows = {r["entity"]: r for r in csv.DictReader(handle)}
+    assert rows["rank 2"]["verdict"] == "bad gpu" and rows["rank 2"]["confirmed"] == "3/3"
+    assert {rows[f"rank {e}"]["verdict"] for e in (0, 1, 3, 4, 5)} == {"ok"}
+    assert (folder / "bad-hosts.txt").read_text() == "h\n"
+    assert "| bad gpu | rank 2 |" in (folder / "summary.md").read_text()
+    assert "bad gpu      rank 2: 0.40x [0." in capsys.readouterr().out

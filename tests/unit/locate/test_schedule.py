@@ -1,10 +1,70 @@
-"""locate's schedule (locate.schedule): retest rounds pair idle entities around candidate links
-and keep a clean reference pair beside each link retest, and quick rounds under --topology
-measure pairs inside every leaf."""
+"""locate's schedule (locate.schedule): the main rounds (a round robin that meets every pair
+once and nobody twice a round, byes in turn; quick rounds seeded; the options), and retest
+rounds: nobody twice, filled with references; they pair idle entities around candidate links and
+keep a clean reference pair beside each link retest, and quick rounds under --topology measure
+pairs inside every leaf."""
 
 from __future__ import annotations
 
+import itertools
+
+import pytest
+
 from commbench.locate import schedule as rounds_of
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 9, 16, 17])
+def test_circle_meets_every_pair_once_and_nobody_twice_in_a_round(n):
+    rounds = rounds_of.circle_rounds(n)
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
+    met = [pair for r in rounds for pair in r.pairs]
+    assert sorted(met) == sorted(itertools.combinations(range(n), 2))
+    for r in rounds:
+        seen = [e for pair in r.pairs for e in pair] + list(r.byes)
+        assert sorted(seen) == list(range(n))  # everybody once: in a pair or on a bye
+        assert len(r.pairs) == n // 2
+
+
+@pytest.mark.parametrize("n", [3, 5, 7, 9])
+def test_byes_rotate_through_everybody_once(n):
+    byes = [b for r in rounds_of.circle_rounds(n) for b in r.byes]
+    assert sorted(byes) == list(range(n))
+
+
+def test_even_fleet_has_no_bye():
+    assert all(not r.byes for r in rounds_of.circle_rounds(8))
+
+
+def test_quick_rounds_are_seeded_and_still_valid():
+    a = rounds_of.quick_rounds(32, 6, seed=7)
+    assert a == rounds_of.quick_rounds(32, 6, seed=7)
+    assert a != rounds_of.quick_rounds(32, 6, seed=8)
+    assert len(a) == 6
+    met = [pair for r in a for pair in r.pairs]
+    assert len(met) == len(set(met)) == 6 * 16  # no pair twice
+    for r in a:
+        assert sorted(e for pair in r.pairs for e in pair) == list(range(32))
+
+
+def test_schedule_options():
+    # up to 16 entities the full round robin runs twice, in the same order, indexed on
+    once, twice = rounds_of.circle_rounds(6), rounds_of.schedule(6, "full")
+    assert [r.pairs for r in twice] == [r.pairs for r in once] * 2
+    assert [r.index for r in twice] == list(range(10))
+    assert len(rounds_of.schedule(17, "full")) == 17 and len(rounds_of.schedule(16, "full")) == 30
+    assert len(rounds_of.schedule(64, "quick")) == rounds_of.quick_count(64) == 8
+    assert len(rounds_of.schedule(6, "quick")) == 5  # never more than the full round robin
+    assert len(rounds_of.schedule(10, "3")) == 3
+
+
+def test_pack_puts_nobody_twice_in_a_round_and_fills_with_references():
+    rounds = rounds_of.pack([(0, 1), (0, 2), (3, 4)], reference_from=[5, 6, 7, 8, 2])
+    assert [r.pairs[:2] for r in rounds][0] == ((0, 1), (3, 4))
+    for r in rounds:
+        seen = [e for pair in r.pairs for e in pair]
+        assert len(seen) == len(set(seen))
+    assert (0, 2) in rounds[1].pairs
+    assert rounds[0].phase == "confirm"
 
 
 def test_retest_rounds_pair_idle_entities_around_candidate_links():

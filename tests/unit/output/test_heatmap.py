@@ -1,10 +1,15 @@
-"""locate's heatmaps (output.heatmap): one fixed colour scale in every run, and under
---topology the entities grouped by leaf, the bad leaf named in red."""
+"""locate's heatmaps (output.heatmap): one fixed colour scale in every run; under --topology
+the entities grouped by leaf, the bad leaf named in red; a slow row red and its suspect named,
+untested cells hatched, and beyond 64 entities a sorted strip."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from commbench.locate import attribution as locate
+from commbench.locate import schedule as rounds_of
+from tests.unit.locate.fleets import fleet
 
 
 def _cell_colour(fig, value_log2):
@@ -55,3 +60,47 @@ def test_the_heatmap_groups_by_leaf_and_names_the_bad_one_in_red(tmp_path):
     separators = sorted({line.get_ydata()[0] for line in ax.lines
                          if len(set(line.get_ydata())) == 1})
     assert separators == [1.5, 4.5]  # between y | x | unplaced
+
+
+def _red_share(png):
+    import matplotlib.image as mpimg
+
+    pixels = mpimg.imread(png)[..., :3]
+    red = (pixels[..., 0] > pixels[..., 1] + 0.25) & (pixels[..., 0] > pixels[..., 2] + 0.2)
+    return float(red.mean())
+
+
+def test_heatmap_colours_a_slow_row_red_and_names_the_suspect(tmp_path):
+    from commbench.output.heatmap import heatmap
+
+    ratios = locate.matrix(6, fleet(6, slow={3: 0.3}, noise=0.0), "busbw")
+    labels = [f"rank {e}" for e in range(6)]
+    fig = heatmap(tmp_path / "slow.png", ratios, labels, "t", False, suspects=[3])
+    clean = heatmap(tmp_path / "clean.png", locate.matrix(6, fleet(6, noise=0.0), "busbw"),
+                    labels, "t", False)
+    assert _red_share(tmp_path / "slow.png") > 0.05  # the row and column of rank 3
+    assert _red_share(tmp_path / "clean.png") < 0.01
+    marked = [t for t in fig.axes[0].get_yticklabels() if t.get_color() != "black"]
+    assert [t.get_text() for t in marked] == ["rank 3 ◀"]
+    assert not [t for t in clean.axes[0].get_yticklabels() if t.get_color() != "black"]
+
+
+def test_heatmap_hatches_untested_cells(tmp_path):
+    from commbench.output.heatmap import heatmap
+
+    rounds = rounds_of.quick_rounds(8, 2, seed=1)
+    fig = heatmap(tmp_path / "q.png", locate.matrix(8, fleet(8, rounds=rounds), "lat"),
+                  [str(e) for e in range(8)], "t", True)
+    assert any(p.get_hatch() == "//" for p in fig.axes[0].patches)
+
+
+def test_beyond_64_entities_a_sorted_strip(tmp_path):
+    from commbench.output.heatmap import heatmap
+
+    n = 70
+    ratios = np.ones(n)
+    ratios[5] = 0.4
+    fig = heatmap(tmp_path / "s.png", np.ones((n, n)), [str(e) for e in range(n)], "t",
+                  False, suspects=[5], entity_ratios=list(ratios))
+    bars = fig.axes[0].patches
+    assert len(bars) == n and bars[0].get_height() == pytest.approx(0.4)  # slowest first
