@@ -253,6 +253,7 @@ def dump_flight_recorder(path: str, as_json: bool = False) -> bool:
         data = dumper(True, True) if as_json else dumper(True, True, False)
     except (RuntimeError, TypeError):
         return False
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # a dump prefix names a folder
     with open(path, "wb") as out:
         out.write(data if isinstance(data, bytes) else data.encode())
     return True

@@ -293,19 +293,24 @@ def rhythm_steps(keys: list, times: list[int] | None = None) -> list[int]:
     calls' keys (group, op, size) repeat every ``p`` calls; a step is a multiple of ``p``
     calls, the one whose cuts fall on the longest gaps against the gaps inside it (DDP's
     buckets are often all one size, so ``p`` alone would make every bucket a step). Without
-    times, every ``p`` calls. Empty where nothing repeats."""
+    times, every ``p`` calls. The calls before the keys start to repeat are step 0 (set-up).
+    Empty where nothing repeats."""
     n = len(keys)
     base = next((p for p in range(1, n // 3 + 1)
                  if sum(keys[i] == keys[i - p] for i in range(p, n)) >= 0.8 * (n - p)), 0)
     if not base:
         return []
+    # The set-up before the rhythm starts (DDP's parameter broadcasts, a first allgather) is
+    # step 0, as in a recording: its gaps (model build, the first rendezvous: hundreds of ms)
+    # would otherwise outweigh every step's and draw the cuts to a period that hits them.
+    start = next((i for i in range(n - base) if keys[i] == keys[i + base]), 0)
     times = times if times and any(times) else [0] * n
-    gap = [times[i] - times[i - 1] if i else 0 for i in range(n)]
+    gap = [times[i] - times[i - 1] if i > start else 0 for i in range(n)]
     best = (0.0, base, 0)
-    for period in range(base, n // 3 + 1, base):
+    for period in range(base, (n - start) // 3 + 1, base):
         for phase in range(period):
-            cuts = set(range(phase or period, n, period))
-            inside = [gap[i] for i in range(1, n) if i not in cuts]
+            cuts = set(range(start + (phase or period), n, period))
+            inside = [gap[i] for i in range(start + 1, n) if i not in cuts]
             at = [gap[i] for i in cuts]
             if not at:
                 continue
@@ -314,11 +319,11 @@ def rhythm_steps(keys: list, times: list[int] | None = None) -> list[int]:
             if score > best[0]:
                 best = (score, period, phase)
     _, period, phase = best
-    numbers, step = [], 0
+    numbers, step = [], 1 if start else 0
     for i in range(n):
-        if i and i % period == phase:
+        if i > start and (i - start) % period == phase:
             step += 1
-        numbers.append(step)
+        numbers.append(0 if i < start else step)
     return numbers
 
 

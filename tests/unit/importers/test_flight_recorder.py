@@ -88,3 +88,22 @@ def test_a_folder_without_dumps_is_one_line(tmp_path):
     (tmp_path / "notes-0.txt").write_text("hello")
     with pytest.raises(ImportFormatError, match="not a Flight Recorder dump"):
         flight_recorder.read([str(tmp_path)])
+
+
+def test_the_set_up_does_not_draw_the_step_cuts():
+    """A 4-bucket DDP job's dump as recorded on 2026-12-05 (rank 0's gaps, ms): the set-up's
+    own gaps (a 273 ms first rendezvous) once drew the cuts to a 19-call period that hit them,
+    and the job read as 2 steps. The set-up is step 0; the steps are the buckets' fours."""
+    setup = [("w", "allgather", 1), ("w", "broadcast", 24), ("w", "broadcast", 1050624),
+             ("w", "allreduce", 1050624), ("w", "broadcast", 9), ("w", "broadcast", 4)]
+    keys = setup + [("w", "allreduce", 262656)] * 52
+    gaps = [272.7, 11.8, 25.4, 54.0, 28.5, 10.0]
+    for step in range(13):
+        gaps += [1.5, 1.4, 0.9, 40.0 + 5 * (step % 4)]  # three buckets, then the forward
+    times, now = [0], 0.0
+    for gap in gaps[:57]:
+        now += gap
+        times.append(int(now * 1e6))
+    numbers = flight_recorder.rhythm_steps(keys, times)
+    assert numbers[:6] == [0] * 6
+    assert numbers[6:] == [1 + i // 4 for i in range(52)]
