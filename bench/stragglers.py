@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 LOCK = os.environ.get("COMMBENCH_BENCH_LOCK", "/tmp/commbench-ranks.lock")
 MODEL = ["--width", "256", "--layers", "3", "--bucket-mb", "0.3"]
-STEPS = 20
+STEPS = 200  # a few seconds of a 16 ms step; --steps changes it
 SLOW_RANK = 2
 
 
@@ -136,11 +136,14 @@ def main(argv=None) -> int:
     parser.add_argument("--fractions", default="0.10,0.05")
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--synthetic", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=STEPS, help="steps per job (real and "
+                        "synthetic); the rule's power grows with them")
     parser.add_argument("--step-s", type=float, help="the clean step time (default: measured "
                         "by the clean jobs)")
     parser.add_argument("--noise", help="a JSON file of clean step-lateness cells (default: "
                         "the clean jobs')")
     args = parser.parse_args(argv)
+    globals()["STEPS"] = args.steps
     scratch = Path(tempfile.mkdtemp(prefix="commbench-stragglers-"))
     started = time.perf_counter()
     found = real(args.clean, args.slowed,

@@ -17,10 +17,11 @@ def ddp_job(folder: Path, world: int = 4, steps: int = 12, buckets: int = 3,
             slow: dict[int, float] | None = None, slow_steps: tuple[int, int] | None = None,
             clock_offset_s: dict[int, float] | None = None, hosts: dict[int, str] | None = None,
             clock: str = "monotonic", hang: tuple[int, int] | None = None, seed: int = 0,
-            with_issue: bool = True) -> Path:
+            with_issue: bool = True, noisy: dict[int, float] | None = None) -> Path:
     """A trace folder. ``slow``: rank -> extra compute per step (s), in ``slow_steps``
     (first, last) only where given; ``clock_offset_s``: rank -> how far its clock is off;
-    ``hang``: (rank, step) from which that rank issues nothing more."""
+    ``hang``: (rank, step) from which that rank issues nothing more; ``noisy``: rank -> its
+    own noise (s), in place of ``noise_s``."""
     rng = random.Random(seed)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -34,7 +35,8 @@ def ddp_job(folder: Path, world: int = 4, steps: int = 12, buckets: int = 3,
             extra = slow.get(rank, 0.0)
             if slow_steps and not slow_steps[0] <= step <= slow_steps[1]:
                 extra = 0.0
-            arrive[rank] = now + compute_s + abs(rng.gauss(0, noise_s)) + extra
+            spread = (noisy or {}).get(rank, noise_s)
+            arrive[rank] = now + compute_s + abs(rng.gauss(0, spread)) + extra
         for bucket in range(buckets):
             issue = {r: arrive[r] + bucket * 0.001 + abs(rng.gauss(0, noise_s / 4))
                      for r in range(world)}

@@ -2,7 +2,7 @@
 injects the fault the rule must catch, or checks that a clean job names nobody."""
 
 from commbench.results import trace as trace_format
-from commbench.stragglers import analyse
+from commbench.stragglers import analyse, verdicts
 from commbench.stragglers.lateness import CLOCK_FREE, SHARED
 from tests.unit.stragglers.synthetic import ddp_job
 
@@ -94,3 +94,64 @@ def test_at_64_ranks_a_small_steady_delay_is_an_outlier_among_the_ranks(tmp_path
     clean = analyse(trace_format.load(ddp_job(tmp_path / "clean", world=64, steps=20,
                                               buckets=2, noise_s=0.002)))
     assert clean.named == []
+
+
+def _effect(analysis, rank):
+    """How far the rank's median step lateness sits above the others', in the noise's sigma."""
+    typical = verdicts.quantile(list(analysis.step_lateness[rank].values()), 0.5)
+    return (typical - analysis.noise_median_s) / analysis.noise_sigma_s
+
+
+def _last_in(analysis, rank):
+    cells = analysis.step_lateness
+    return sum(max(cells, key=lambda r: cells[r].get(step, -1.0)) == rank
+               for step in analysis.steps)
+
+
+def test_a_rank_late_by_a_fraction_of_the_steps_noise_is_named(tmp_path):
+    """0.5 ms a step against 3 ms of noise over 200 steps: last far more often than chance, and
+    0.5-1 sigma above the others, as the ranks slowed by 5-10 % of a real step were here (the
+    line at a whole sigma named 2 of 6 of those)."""
+    analysis = analyse(trace_format.load(ddp_job(
+        tmp_path, steps=200, buckets=2, compute_s=0.016, noise_s=0.003, slow={2: 0.0005},
+        seed=2)))
+    assert verdicts.K_LINE <= _effect(analysis, 2) < 1.0
+    assert _verdicts(analysis) == {0: "ok", 1: "ok", 2: "culprit", 3: "ok"}
+
+
+def test_a_habit_under_the_effect_line_is_not_named_though_significant(tmp_path):
+    """0.3 ms a step against 3 ms of noise over 600 steps: the count alone is significant (as a
+    clean rank's scheduler habit was on 2 cores shared by 4 ranks), the effect is not."""
+    analysis = analyse(trace_format.load(ddp_job(
+        tmp_path, steps=600, buckets=2, compute_s=0.016, noise_s=0.003, slow={2: 0.0003},
+        seed=1)))
+    steps = len(analysis.steps)
+    assert verdicts.binomial_tail(_last_in(analysis, 2), steps, 0.25) < verdicts.ALPHA / 4
+    assert _effect(analysis, 2) < verdicts.K_LINE
+    assert analysis.named == []
+
+
+def test_a_rank_late_every_step_behind_a_noisier_one_is_named(tmp_path):
+    """Rank 2 is 2 ms late every step while rank 1's 12 ms noise makes it last in most steps:
+    rank 2 is last no more often than chance (the last-count test alone missed 2 of 20 real
+    ranks slowed by 10 % this way), but later than the others' median in most steps."""
+    analysis = analyse(trace_format.load(ddp_job(
+        tmp_path, steps=200, buckets=2, compute_s=0.016, noise_s=0.002, slow={2: 0.002},
+        noisy={1: 0.012}, seed=0)))
+    steps = len(analysis.steps)
+    assert verdicts.binomial_tail(_last_in(analysis, 2), steps, 0.25) > 0.5
+    assert _verdicts(analysis) == {0: "ok", 1: "culprit", 2: "culprit", 3: "ok"}
+    assert "later than the others' median in" in analysis.ranks[2].evidence
+
+
+def test_later_than_the_others_median_agrees_with_a_plain_median():
+    """The one-sort-per-step count against statistics.median over the others, ties included."""
+    import random
+    import statistics
+
+    rng = random.Random(1)
+    for _ in range(500):
+        values = {r: rng.choice([rng.random(), 0.5, 0.25]) for r in range(rng.randint(1, 9))}
+        plain = sorted(r for r in values if len(values) > 1 and values[r] > statistics.median(
+            [v for o, v in values.items() if o != r]))
+        assert sorted(verdicts._over_others_median(values)) == plain, values
