@@ -17,7 +17,8 @@ def register(app: typer.Typer) -> None:
             None, "--out", "-o", help="Trace folder (default: results/trace-<time>)."
         ),
         steps: Optional[int] = typer.Option(  # noqa: UP045
-            None, "--steps", help="Stop recording after this many steps (the job runs on)."
+            None, "--steps",
+            help="Stop recording after this many steps: the job runs on without the recorder."
         ),
         force: bool = typer.Option(False, "--force", help="Replace a trace already in --out."),
     ) -> None:

@@ -181,6 +181,16 @@ def unbox_group(dist: Any, obj: Any) -> Any | None:
         return None
 
 
+def current_dispatch_mode() -> Any | None:
+    """The innermost active TorchDispatchMode (record's recorder leaves only where it is the
+    one on top). A private torch helper, present from 2.0 to 2.13; None where it is missing."""
+    try:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+    except ImportError:
+        return None
+    return _get_current_dispatch_mode()
+
+
 def unbox_work(dist: Any, obj: Any) -> Any | None:
     """The Python Work behind a c10d op's returned work (None where it cannot be had)."""
     work_class = getattr(getattr(dist, "distributed_c10d", None), "Work", None)

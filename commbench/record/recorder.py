@@ -81,6 +81,7 @@ class Recorder(TorchDispatchMode):
         self.drop = _dropped(os.environ.get(ENV_DROP, ""), self.rank)
         self.seen = 0
         self.stopped = False
+        self.left = False  # the mode was left past --steps (_leave)
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.callbacks = 0  # completion callbacks added to gloo futures and not yet run
@@ -302,6 +303,7 @@ class Recorder(TorchDispatchMode):
         elif self.explicit_steps:
             return
         if self.stopped:  # past --steps: ends of steps not recorded are not counted
+            self._leave()
             return
         self._close_sync()
         ended = time.monotonic_ns()
@@ -313,6 +315,19 @@ class Recorder(TorchDispatchMode):
         self._write_line(trace_format.step_end_line(self.step, ended))
         if self.max_steps is not None and self.step >= self.max_steps:
             self.stopped = True
+            self._leave()
+
+    def _leave(self) -> None:
+        """Past ``--steps`` the job runs without the mode, so no op of it passes through
+        Python any more (the recorder's cost ends with the recording). Not while a functional
+        collective is still waiting (its end is seen through the mode) or another mode was
+        pushed above this one (popping it would pop that one); the next step end tries again."""
+        if self.left or self.functional or self.open_sync:
+            return
+        if compat.current_dispatch_mode() is not self:
+            return
+        self.__exit__(None, None, None)
+        self.left = True
 
     def flush(self, everything: bool = False) -> None:
         """Write the calls whose completion is known (all of them at exit)."""
