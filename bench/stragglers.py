@@ -39,16 +39,19 @@ STEPS = 200  # a few seconds of a 16 ms step; --steps changes it
 SLOW_RANK = 2
 
 
-def job(scratch: Path, name: str, env: dict, recorded: bool = True) -> tuple[dict, Path]:
-    """One 4-rank DDP job (under the lock); returns (the example's facts, trace folder)."""
+def job(scratch: Path, name: str, env: dict, recorded: bool = True,
+        record_steps: int | None = None) -> tuple[dict, Path]:
+    """One 4-rank DDP job (under the lock); returns (the example's facts, trace folder).
+    ``record_steps``: record only the first K steps (``record --steps K``)."""
     facts = scratch / f"{name}-facts.json"
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
                str(ROOT / "examples" / "ddp_mlp.py"), "--steps", str(STEPS), "--facts",
                str(facts), *MODEL]
     folder = scratch / name
     if recorded:
+        limit = ["--steps", str(record_steps)] if record_steps else []
         command = [sys.executable, "-m", "commbench", "record", "--force", "--out",
-                   str(folder), "--", *command]
+                   str(folder), *limit, "--", *command]
     subprocess.run(["flock", LOCK, *command] if LOCK else command, check=True,
                    capture_output=True, timeout=600, cwd=scratch,
                    env={**os.environ, "OMP_NUM_THREADS": "1", **env})
@@ -119,14 +122,19 @@ def synthetic(noise_cells: list[float], step_s: float, trials: int, scratch: Pat
     return rows
 
 
-def cost(pairs: int, scratch: Path) -> dict:
+def cost(pairs: int, scratch: Path, record_steps: int | None = None) -> dict:
+    """Median step time with and without ``record``, in alternated pairs. With
+    ``record_steps`` K the recorded job records its first K steps only: the example's median
+    step then is one after the recorder left (``record --steps``)."""
     plain, recorded = [], []
     for i in range(pairs):
         for with_record in ((False, True) if i % 2 == 0 else (True, False)):
-            facts, _ = job(scratch, f"cost-{i}-{with_record}", {}, recorded=with_record)
+            facts, _ = job(scratch, f"cost-{i}-{with_record}", {}, recorded=with_record,
+                           record_steps=record_steps)
             (recorded if with_record else plain).append(facts["step_s"])
     return {"plain_s": statistics.median(plain), "recorded_s": statistics.median(recorded),
-            "ratio": statistics.median(recorded) / statistics.median(plain), "pairs": pairs}
+            "ratio": statistics.median(recorded) / statistics.median(plain), "pairs": pairs,
+            "record_steps": record_steps, "steps": STEPS}
 
 
 def main(argv=None) -> int:
@@ -138,6 +146,8 @@ def main(argv=None) -> int:
     parser.add_argument("--synthetic", type=int, default=20)
     parser.add_argument("--steps", type=int, default=STEPS, help="steps per job (real and "
                         "synthetic); the rule's power grows with them")
+    parser.add_argument("--record-steps", type=int, help="the cost pairs record only the "
+                        "first K steps (record --steps K)")
     parser.add_argument("--step-s", type=float, help="the clean step time (default: measured "
                         "by the clean jobs)")
     parser.add_argument("--noise", help="a JSON file of clean step-lateness cells (default: "
@@ -157,7 +167,7 @@ def main(argv=None) -> int:
         result["noise_sigma_s"] = 1.4826 * statistics.median(
             abs(c - statistics.median(cells)) for c in cells)
     if args.pairs:
-        result["cost"] = cost(args.pairs, scratch)
+        result["cost"] = cost(args.pairs, scratch, args.record_steps)
     result["wall_s"] = time.perf_counter() - started
     print(json.dumps(result))
     return 0

@@ -296,6 +296,27 @@ def steps(command: str) -> list[str]:
     return [step.strip() for step in command.split(" ;; ") if step.strip()]
 
 
+# Commands that start ranks many times over (a locate run's rounds, ab's alternated launches).
+MANY_LAUNCHES = {"locate", "ab"}
+HEAVY_LAUNCHES = 3
+
+
+def heavy(block: Block) -> bool:
+    """A block whose check starts ranks many times: a ``locate`` or an ``ab``, or three
+    measuring launches or more. ``make test`` checks the others (about a minute), CI's second
+    job (``make test-capabilities``) these (``--tier``): every block is checked in CI."""
+    launches = 0
+    for command in steps(block.check or block.command):
+        split = split_command(command)
+        # a shell line: every commbench command in it
+        words = (split[1][:1] if split is not None
+                 else re.findall(r"commbench\s+([a-z-]+)", command))
+        if MANY_LAUNCHES & set(words):
+            return True
+        launches += sum(word in MEASURING for word in words)
+    return launches >= HEAVY_LAUNCHES
+
+
 def check_output(block: Block, cwd: Path) -> str:
     outputs = []
     for command in steps(block.check or block.command):
@@ -311,8 +332,9 @@ def check_output(block: Block, cwd: Path) -> str:
 
 # ---- the two modes --------------------------------------------------------------------------
 
-def check(paths: list[Path], budget: float | None = None) -> int:
-    found = [block for path in paths for block in blocks_of(path)]
+def check(paths: list[Path], budget: float | None = None, tier: str = "all") -> int:
+    found = [block for path in paths for block in blocks_of(path)
+             if tier == "all" or heavy(block) == (tier == "heavy")]
     started, stale = time.monotonic(), []
     cwd = scratch()
     try:
@@ -433,11 +455,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("paths", nargs="*", type=Path, help="docs pages (default: all)")
     parser.add_argument("--match", help="--write: only blocks whose command contains this")
     parser.add_argument("--budget", type=float, help="--check: fail when it takes longer (s)")
+    parser.add_argument("--tier", choices=("all", "light", "heavy"), default="all",
+                        help="--check: only the blocks that start ranks many times (heavy: "
+                        "locate, ab, 3+ launches) or only the others (light)")
     args = parser.parse_args(argv)
     paths = [p.resolve() for p in args.paths] or doc_files()
     if args.write:
         return write(paths, args.match)
-    return check(paths, args.budget)
+    return check(paths, args.budget, args.tier)
 
 
 if __name__ == "__main__":

@@ -95,3 +95,33 @@ def test_a_labelled_line_is_checked_by_its_label_and_a_verdict_line_not_at_all(t
     renamed = other_run.replace("# rule:", "# the rule:")
     assert docs_output.stale_lines(block, renamed) == [
         "# rule: bad = pooled effect at least 30% (cap)"]
+
+
+def _marked(tmp_path, command, check=None):
+    page = tmp_path / "tier.md"
+    extra = f" | check: {check}" if check else ""
+    page.write_text(f"<!-- made-by: {command} | run: 2026-12-05 on 0e6b71c{extra} -->\n"
+                    "```\n# a title\n```\n")
+    docs_output.ROOT = tmp_path
+    (block,) = docs_output.blocks_of(page)
+    return block
+
+
+def test_blocks_that_start_ranks_many_times_are_the_heavy_tier(tmp_path):
+    """make test checks the light blocks, CI's second job the heavy ones: locate, ab and three
+    launches or more are heavy; one launch, an offline command or a cheap check is light."""
+    heavy = ["commbench locate --nproc 6 --sizes 8,256K",
+             "env COMMBENCH_FAULT=slow=1.25 commbench ab --pairs 2 -- allreduce --nproc 2",
+             "commbench alltoallv --nproc 4 ;; commbench alltoallv --nproc 4 ;; "
+             "commbench alltoallv --nproc 4 ;; commbench compare results/a results/b",
+             "bash -c 'commbench allreduce --nproc 2 && commbench allgather --nproc 2 && "
+             "commbench broadcast --nproc 2'"]
+    light = ["commbench allreduce --sizes 8-1K --nproc 2",
+             "commbench allreduce --nproc 2 ;; commbench allreduce --nproc 2 ;; "
+             "commbench compare results/a results/b",
+             "commbench stragglers tests/fixtures/x"]
+    assert [docs_output.heavy(_marked(tmp_path, c)) for c in heavy] == [True] * len(heavy)
+    assert [docs_output.heavy(_marked(tmp_path, c)) for c in light] == [False] * len(light)
+    # a block's cheap check decides, not the command it was made by
+    assert not docs_output.heavy(_marked(tmp_path, "commbench locate --nproc 6",
+                                         check="commbench report results/x"))
