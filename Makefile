@@ -18,13 +18,15 @@ run: $(STAMP)
 # The import contracts (pyproject.toml [tool.importlinter]) and the manual's strict build run
 # with the tests, so a back-edge or a broken docs link fails CI like a failing test. Unit tests
 # start no ranks and run on both cores; the multi-rank tests run one at a time (two at once on
-# two cores make each other's timings and start-up flaky). `make test` (the CI gate, about 6
-# minutes) runs the multi-rank tests marked `core`: per capability the run that checks the most
-# of it, and every harness check (a killed, hung, raising or never-started rank). `make
+# two cores make each other's timings and start-up flaky). `make test` (the CI gate; its
+# multi-rank part took 180 s in a clean-clone CI on 2026-12-05) runs the tests marked `core`:
+# per capability the run that checks the most of it, every harness check (a killed, hung,
+# raising or never-started rank) and the docs blocks that start ranks once or twice. `make
 # test-capabilities` (CI's second job, .ci/run) runs the tests marked `capability`: the only
 # real test of a capability that `core` leaves out for time (history.html in a browser,
 # alltoallv's injected faults, the MoE and framework record/replay, --rounds/--repeat, --bind,
-# the live terminal table, gloo's capability table; about 2.5 minutes here). `make test-all`
+# the live terminal table, gloo's capability table, the docs blocks that start ranks many
+# times; 197 s in that CI). `make test-all`
 # runs every multi-rank test (about 20 minutes here).
 CORE := -m "core or gpu or not integration"
 

@@ -290,6 +290,29 @@ def test_record_and_replay(tmp_path):
     assert summary["per_step"]["replayed_s"] > 0
 
 
+def test_record_stops_after_its_steps_and_a_dump_makes_its_folder(tmp_path):
+    """record --steps 2 on a 4-step job: the recorder pops itself off torch's mode stack at
+    the second step end (a private helper, core/compat.py; that the mode is gone is proven in
+    tests/unit/record/test_recorder.py): here, on every release, the job still finishes and
+    no later call is in the trace. The example's Flight Recorder dump goes to a folder that
+    does not exist yet (releases without a dumper write nothing; the job still exits 0)."""
+    trace = tmp_path / "trace"
+    example = Path(__file__).resolve().parent.parent / "examples" / "ddp_mlp.py"
+    recorded = subprocess.run(
+        [sys.executable, "-m", "commbench", "record", "--steps", "2", "--out", str(trace), "--",
+         str(BIN / "torchrun"), "--nproc-per-node", "2", str(example), "--steps", "4",
+         "--width", "64", "--layers", "2"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env=clean_env(OMP_NUM_THREADS="1", TORCH_FR_BUFFER_SIZE="2000",
+                      COMMBENCH_EXAMPLE_FR_DUMP=str(tmp_path / "fr" / "rank-")))
+    assert recorded.returncode == 0, recorded.stderr[-2000:]
+    for rank in (0, 1):
+        lines = [json.loads(line) for line in (trace / f"rank-{rank}.jsonl").read_text()
+                 .splitlines()]
+        steps = {line["step"] for line in lines if "seq" in line and "step" in line}
+        assert steps and max(steps) <= 2, steps
+
+
 def test_bind(tmp_path):
     done = cli("allreduce", *SHORT, "--bind", "core", "--out", str(tmp_path), "--name", "bd")
     assert done.returncode == 0, done.stderr[-2000:]

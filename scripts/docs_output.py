@@ -307,8 +307,7 @@ def heavy(block: Block) -> bool:
     job (``make test-capabilities``) these (``--tier``): every block is checked in CI."""
     launches = 0
     for command in steps(block.check or block.command):
-        split = split_command(command)
-        # a shell line: every commbench command in it
+        split = split_command(command)  # one commbench command, or a shell line: all of them
         words = (split[1][:1] if split is not None
                  else re.findall(r"commbench\s+([a-z-]+)", command))
         if MANY_LAUNCHES & set(words):

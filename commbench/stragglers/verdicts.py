@@ -160,9 +160,9 @@ def _over_others_median(values: dict[int, float]) -> list[int]:
     m = len(ordered) - 1
     if m < 1:
         return []
+    low, high = (m - 1) // 2, m // 2  # the others' middle, once a rank's own value is out
     found = []
     for i, rank in enumerate(order):
-        low, high = (m - 1) // 2, m // 2  # the others' middle, i's own value left out
         middle = ((ordered[low] if low < i else ordered[low + 1])
                   + (ordered[high] if high < i else ordered[high + 1])) / 2
         if values[rank] > middle:

@@ -25,7 +25,7 @@ def _check(tier: str) -> None:
 
 
 @pytest.mark.core
-def test_every_console_block_in_the_docs_still_shows_what_its_command_prints():
+def test_the_light_blocks_still_show_what_their_commands_print():
     _check("light")
 
 

@@ -9,26 +9,6 @@ import pytest
 from commbench.specs.locate import MinEffect
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--sizes", "8,8"], "must be smaller"),
-        (["--sizes", "64M,64M"], "must be smaller"),
-        (["--nproc", "4", "--level", "node"], "--level node needs several nodes"),
-        (["--nproc", "4", "--level", "rail"], "--level rail needs several nodes"),
-    ],
-)
-def test_nonsense_is_refused_in_one_line(args, message, tmp_path, capsys):
-    from commbench.cli import main
-
-    with pytest.raises(SystemExit) as exit_info:
-        main(["locate", *args, "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2, err
-    assert len(err.strip().splitlines()) == 1 and message in err, err
-    assert not (tmp_path / "out").exists()
-
-
 def test_one_node_is_known_from_the_launcher():
     from commbench.launch.environment import RankEnv
     from commbench.specs.locate import one_node
@@ -54,6 +34,11 @@ def test_one_node_is_known_from_the_launcher():
         (["--confirm", "-1"], "--confirm"),
         (["--nproc", "1"], "at least 2 ranks"),
         (["--backend", "mpi"], "--backend"),
+        # nonsense that parses: refused before anything starts, as bad input is
+        (["--sizes", "8,8"], "must be smaller"),
+        (["--sizes", "64M,64M"], "must be smaller"),
+        (["--nproc", "4", "--level", "node"], "--level node needs several nodes"),
+        (["--nproc", "4", "--level", "rail"], "--level rail needs several nodes"),
     ],
 )
 def test_bad_locate_input_exits_2_with_one_line(args, message, tmp_path, capsys):
