@@ -457,7 +457,7 @@ def history_figures(scratch: Path) -> list[dict]:
 def per_call_figures(scratch: Path) -> list[dict]:
     from per_call import figures
 
-    return figures(pairs=4, seconds=0.5, sizes="8,65536")
+    return figures(pairs=10, iters=2000, sizes="8,65536")
 
 
 def stall_figures(scratch: Path) -> list[dict]:

@@ -39,6 +39,16 @@ PYTHON = sys.executable
 NPROC = 6
 LIMIT_S = 150.0  # a start still running this long has hung (the watchdog ends one at 45 s)
 STALL_WORDS = ("made no heartbeat", "never arrived")
+# What a rank's log says when the store did not answer a connection attempt and it connected
+# again (engine/coordination.py, connect_running_store): a start that went on to run was
+# rescued by that retry, and is counted apart from the starts that needed none.
+RETRY_WORDS = "connecting again"
+
+
+def rescued(folder: Path) -> bool:
+    """Whether any rank of this start needed the store connection's retry."""
+    return any(RETRY_WORDS in log.read_text(errors="replace")
+               for log in folder.glob("rank-*.log"))
 # The ranks' --timeout in the in-process mode: the CLI's default, which is also how long a
 # rank's store connection may wait for the store (a wait that long is a stall the watchdog sees).
 IN_PROCESS_TIMEOUT_S = 300.0
@@ -176,6 +186,7 @@ def figures(starts: int, nproc: int = NPROC, lock: str | None = None,
     the rank logs and stacks of the starts that did not go well are kept."""
     outcomes: dict[str, int] = {"ok": 0, "stall": 0, "hang": 0, "failed": 0}
     notes, walls = [], []
+    retried = 0  # ok starts that the store connection's retry rescued
     if in_process:
         preload()
     with tempfile.TemporaryDirectory(prefix="commbench-startup-") as scratch, spinning(load):
@@ -201,6 +212,9 @@ def figures(starts: int, nproc: int = NPROC, lock: str | None = None,
                 say(f"start {index + 1}/{starts}: {outcome} ({wall:.2f} s)"
                     + (f": {error}" if error else ""))
             folder = Path(scratch) / f"start-{index}"
+            if outcome == "ok" and folder.exists() and rescued(folder):
+                retried += 1
+                notes.append(f"start {index}: rescued by the store connection's retry")
             if keep is not None and outcome != "ok" and folder.exists():
                 shutil.copytree(folder, keep / folder.name, dirs_exist_ok=True)
             shutil.rmtree(folder, ignore_errors=True)
@@ -215,12 +229,15 @@ def figures(starts: int, nproc: int = NPROC, lock: str | None = None,
         "figure": f"stalled starts, {nproc} ranks, {how}" + (f", {load} spinning" if load else ""),
         "value": f"{per_thousand:.1f} per 1,000",
         "detail": (f"{stalled} of {starts} starts ({outcomes['stall']} named by the watchdog, "
-                   f"{outcomes['hang']} hung, {outcomes['failed']} failed otherwise); wall per "
+                   f"{outcomes['hang']} hung, {outcomes['failed']} failed otherwise); "
+                   f"of the {outcomes['ok']} that ran, {retried} only after a rank's store "
+                   f"connection was retried (rescued, not stalled); wall per "
                    f"start p50 {percentile(walls, 0.5):.2f} s, p95 {percentile(walls, 0.95):.2f}"
                    f" s, max {walls[-1]:.2f} s"
                    + (f"; 95% upper bound {bound:.1f} per 1,000" if bound else "")
                    + ("; " + " | ".join(notes[:5]) if notes else "")),
         "target": "0", "met": stalled == 0 and outcomes["failed"] == 0,
+        "rescued": retried,
     }]
 
 
