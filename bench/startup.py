@@ -44,14 +44,15 @@ STALL_WORDS = ("made no heartbeat", "never arrived")
 # rescued by that retry, and is counted apart from the starts that needed none.
 RETRY_WORDS = "connecting again"
 
+# The ranks' --timeout in the in-process mode: the CLI's default, which is also how long a
+# rank's store connection may wait for the store (a wait that long is a stall the watchdog sees).
+IN_PROCESS_TIMEOUT_S = 300.0
+
 
 def rescued(folder: Path) -> bool:
     """Whether any rank of this start needed the store connection's retry."""
     return any(RETRY_WORDS in log.read_text(errors="replace")
                for log in folder.glob("rank-*.log"))
-# The ranks' --timeout in the in-process mode: the CLI's default, which is also how long a
-# rank's store connection may wait for the store (a wait that long is a stall the watchdog sees).
-IN_PROCESS_TIMEOUT_S = 300.0
 
 
 def start_once(scratch: Path, index: int, nproc: int, limit: float) -> tuple[str, str, float]:
