@@ -13,6 +13,19 @@ JSONL state file, so a study runs in slices (``--minutes``) and resumes where it
     .venv/bin/python bench/gate.py study --mode recipe ab --runs 30 --minutes 4
     .venv/bin/python bench/gate.py report
 
+A study keeps every trial's run folders (its scratch folder, named in each state line), so a
+rule can be judged again on the same launches without running them again:
+
+``rejudge --scratch DIR``: every stored trial judged by this checkout's compare (the recipe)
+and paired test (``ab``), the same figures as ``report``; what a changed rule does to runs
+already made. A rule changed after seeing these runs is judged on them in-sample: a fresh
+study says the rest.
+
+``project --scratch DIR``: how ``ab``'s gate would do at more pairs, projected by drawing
+pairs of launches (with replacement) from the stored A/A runs' launch ratios, a planted
+slowdown added on the log scale. It assumes pairs are independent, which the runs' slow spells
+may break; the figure is a projection for choosing a budget, not a measurement.
+
 ``gate()`` (run_all.py's section ``gate``): A/A pairs of back-to-back runs compared row by row,
 power on planted slowdowns, and how much of the A/A difference is between launches vs within
 one.
@@ -172,24 +185,25 @@ def recipe_trial(scratch: Path, index: int, factor: float, sizes: str) -> dict:
                                str(scratch / f"{tag}-new"), "--fail-on-regression", "--json"],
                               capture_output=True, text=True)
     rows, summary = _verdicts(gate_run.stdout)
-    return _trial("recipe", factor, sizes, gate_run.returncode, rows, summary,
-                  time.perf_counter() - started)
+    return {**_trial("recipe", factor, sizes, gate_run.returncode, rows, summary,
+                     time.perf_counter() - started), "folder": str(scratch / tag)}
 
 
 def ab_trial(scratch: Path, index: int, factor: float, sizes: str) -> dict:
     """One ab run of the same command on both sides (side B slowed by ``factor`` unless 1)."""
     slowed = ["--env-b", _fault(factor)] if factor != 1 else []
     started = time.perf_counter()
+    name = f"ab-{factor}-{index}-{time.time_ns()}"
     done = subprocess.run(
         [PYTHON, "-m", "commbench", "ab", "--pairs", str(AB_PAIRS), *slowed,
-         "--fail-on-regression", "--json", "--out", str(scratch), "--name",
-         f"ab-{factor}-{index}-{time.time_ns()}", "--", "allreduce", "--sizes", sizes,
-         "--nproc", "2", *AB_BUDGET], capture_output=True, text=True)
+         "--fail-on-regression", "--json", "--out", str(scratch), "--name", name, "--",
+         "allreduce", "--sizes", sizes, "--nproc", "2", *AB_BUDGET],
+        capture_output=True, text=True)
     if done.returncode not in (0, 1):
         raise RuntimeError(done.stderr[-2000:])
     rows, summary = _verdicts(done.stdout)
-    return _trial("ab", factor, sizes, done.returncode, rows, summary,
-                  time.perf_counter() - started)
+    return {**_trial("ab", factor, sizes, done.returncode, rows, summary,
+                     time.perf_counter() - started), "folder": str(scratch / name)}
 
 
 def _trial(mode: str, factor: float, sizes: str, code: int, rows: list[dict], summary: dict,
@@ -255,8 +269,12 @@ def wilson(hits: int, total: int) -> tuple[float, float]:
 
 def report(state: Path) -> list[dict]:
     """Per mode, budget, sizes and factor: runs failed and rows slower, with intervals."""
+    return _figures(_read_state(state))
+
+
+def _figures(trials: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
-    for found in _read_state(state):
+    for found in trials:
         groups.setdefault((found["mode"], found["budget"], found["sizes"], found["factor"]),
                           []).append(found)
     figures = []
@@ -270,6 +288,7 @@ def report(state: Path) -> list[dict]:
             "runs_failed_ci95": [round(v, 3) for v in wilson(failed, len(trials))],
             "rows": rows, "rows_slower": slower,
             "rows_slower_ci95": [round(v, 3) for v in wilson(slower, rows)],
+            "rows_familywise": sum(t.get("rows_familywise", 0) for t in trials),
             "rows_noisy": sum(t["rows_noisy"] for t in trials),
             "median_ratio": statistics.median(r for t in trials for r in t["ratios"]),
             "wall_s_median": statistics.median(t["wall_s"] for t in trials),
@@ -277,8 +296,101 @@ def report(state: Path) -> list[dict]:
     return figures
 
 
+def _stored_trials(scratch: Path) -> list[tuple[str, float, Path]]:
+    """(mode, factor, folder) of every trial a study left in ``scratch``: a recipe trial is
+    its ``-base`` folder (beside its ``-new``), an ab trial its folder with A/ and B/."""
+    found = []
+    for folder in sorted(scratch.iterdir()):
+        mode, factor = folder.name.split("-")[:2]
+        recipe = mode == "recipe" and folder.name.endswith("-base")
+        if recipe or (mode == "ab" and (folder / "A" / "results.jsonl").exists()):
+            found.append((mode, float(factor), folder))
+    return found
+
+
+def rejudge(scratch: Path) -> list[dict]:
+    """Every stored trial judged again by this checkout's rules, as report() counts them."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from commbench.compare.familywise import judge
+    from commbench.compare.paired import paired_rows
+
+    trials = []
+    for mode, factor, folder in _stored_trials(scratch):
+        if mode == "recipe":
+            new = folder.with_name(folder.name[: -len("-base")] + "-new")
+            done = subprocess.run([PYTHON, "-m", "commbench", "compare", str(folder), str(new),
+                                   "--fail-on-regression", "--json"],
+                                  capture_output=True, text=True)
+            rows, summary = _verdicts(done.stdout)
+            trials.append(_trial(mode, factor, SIZES, done.returncode, rows, summary, 0.0))
+            continue
+        sides = [[json.loads(line) for line in (folder / side / "results.jsonl").read_text()
+                  .splitlines()] for side in ("A", "B")]
+        frame, _, _ = paired_rows(*sides, threshold=0.05)
+        gate = judge(frame)
+        trials.append(_trial(mode, factor, SIZES, 1 if gate.slower else 0,
+                             frame.to_dict("records"), {}, 0.0))
+    for found in trials:
+        found["budget"] += " (re-judged)"
+    return [{k: v for k, v in figure.items() if k not in ("wall_s_median", "load_range")}
+            for figure in _figures(trials)]
+
+
+def project(scratch: Path, pairs: list[int], factors: list[float], draws: int = 2000,
+            seed: int = 1) -> list[dict]:
+    """ab's gate at ``pairs`` pairs, from the stored A/A launch ratios (see the docstring)."""
+    import random
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from commbench.compare.familywise import DEFAULT_ALPHA, holm
+    from commbench.compare.student import paired_t
+
+    pool = []  # per stored pair of launches: its log ratio B/A at every size
+    for mode, factor, folder in _stored_trials(scratch):
+        if mode != "ab" or factor != 1.0:
+            continue
+        medians = [{}, {}]
+        for side, found in zip(("A", "B"), medians, strict=True):
+            for line in (folder / side / "results.jsonl").read_text().splitlines():
+                row = json.loads(line)
+                found.setdefault(int(row.get("launch") or 0), {})[row["size_bytes"]] = (
+                    row["lat_us_p50"])
+        a, b = medians
+        pool += [[math.log(b[i][size] / a[i][size]) for size in sorted(a[i])]
+                 for i in sorted(set(a) & set(b))]
+    rng = random.Random(seed)
+    figures = []
+    for count in pairs:
+        for factor in factors:
+            failed = 0
+            for _ in range(draws):
+                drawn = [rng.choice(pool) for _ in range(count)]
+                tests = [paired_t([pair[j] + math.log(factor) for pair in drawn])
+                         for j in range(len(drawn[0]))]
+                adjusted = holm([p for *_, p in tests])
+                failed += any(p <= DEFAULT_ALPHA and math.exp(centre) > 1.05
+                              for (centre, *_), p in zip(tests, adjusted, strict=True))
+            figures.append({"mode": "ab (projected)", "pairs": count, "factor": factor,
+                            "stored_pairs": len(pool), "draws": draws,
+                            "runs_failed_share": round(failed / draws, 3)})
+    return figures
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("rejudge", "project"):
+        parser = argparse.ArgumentParser(description=__doc__)
+        parser.add_argument("part", choices=("rejudge", "project"))
+        parser.add_argument("--scratch", type=Path, required=True,
+                            help="a study's scratch folder (/tmp/commbench-gate-study-*)")
+        parser.add_argument("--pairs", type=int, nargs="+", default=[5, 10, 20, 30, 40, 50])
+        parser.add_argument("--factors", type=float, nargs="+", default=[1.0, *FACTORS])
+        args = parser.parse_args(argv)
+        found = (rejudge(args.scratch) if args.part == "rejudge"
+                 else project(args.scratch, args.pairs, args.factors))
+        for figure in found:
+            print(json.dumps(figure))
+        return 0
     if argv and argv[0] in ("study", "report"):
         parser = argparse.ArgumentParser(description=__doc__)
         parser.add_argument("part", choices=("study", "report"))

@@ -11,20 +11,17 @@ table is the geometric mean of its paired launch medians, so that new / baseline
 the pairs give.
 
 Rows in, a comparison frame out (compare_rows' columns: verdicts, ratio and interval); no
-torch. The t distribution is computed here (the regularised incomplete beta function), so the
-analysis needs no SciPy.
+torch. Student's t lives in compare/student.py.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 from commbench.compare.runs import compare_rows, verdict
+from commbench.compare.student import paired_t
 from commbench.results.launches import plain
 from commbench.results.schema import KEY_COLUMNS
-
-CONFIDENCE = 0.95
 
 
 def paired_rows(a_rows: list[dict], b_rows: list[dict], threshold: float):
@@ -77,65 +74,3 @@ def _launch_medians(rows: list[dict]) -> dict[tuple, dict[int, float]]:
         launch = plain(row.get("launch"))
         found.setdefault(key, {})[int(launch or 0)] = float(row["lat_us_p50"])
     return found
-
-
-def paired_t(logs: Sequence[float], confidence: float = CONFIDENCE
-             ) -> tuple[float, float, float, float]:
-    """(mean, lo, hi, two-sided p) of the mean of ``logs`` (two or more) under Student's t."""
-    n = len(logs)
-    mean = sum(logs) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / (n - 1))
-    if sd == 0:
-        return mean, mean, mean, (1.0 if mean == 0 else 0.0)
-    se = sd / math.sqrt(n)
-    quantile = t_quantile((1 + confidence) / 2, n - 1)
-    return mean, mean - quantile * se, mean + quantile * se, t_two_sided_p(mean / se, n - 1)
-
-
-def t_two_sided_p(t: float, df: float) -> float:
-    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom."""
-    return _incomplete_beta(df / 2, 0.5, df / (df + t * t))
-
-
-def t_quantile(q: float, df: float) -> float:
-    """The ``q`` quantile (q > 0.5) of Student's t, by bisection on the two-sided p."""
-    target = 2 * (1 - q)
-    low, high = 0.0, 1e6
-    for _ in range(200):
-        middle = (low + high) / 2
-        if t_two_sided_p(middle, df) > target:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
-
-
-def _incomplete_beta(a: float, b: float, x: float) -> float:
-    """The regularised incomplete beta function I_x(a, b) (Numerical Recipes 6.4)."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                     + a * math.log(x) + b * math.log(1 - x))
-    if x < (a + 1) / (a + b + 2):
-        return front * _continued_fraction(a, b, x) / a
-    return 1 - front * _continued_fraction(b, a, 1 - x) / b
-
-
-def _continued_fraction(a: float, b: float, x: float) -> float:
-    tiny = 1e-300
-    c, d = 1.0, 1 - (a + b) * x / (a + 1)
-    d = 1 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 300):
-        for numerator in (m * (b - m) * x / ((a - 1 + 2 * m) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 1 + 2 * m))):
-            d = 1 + numerator * d
-            d = 1 / (d if abs(d) > tiny else tiny)
-            c = 1 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            result *= d * c
-        if abs(d * c - 1) < 3e-15:
-            break
-    return result

@@ -4,9 +4,13 @@ gap a CI gate must not hide.
 Data in, data out; never imports torch. The verdict rule lives in ``verdict`` alone: a row is
 ``slower`` (``faster``) when the ratio of medians is beyond the threshold **and** significant,
 its 95 % interval entirely above (below) 1. The interval comes from the spread each run
-measured: a bootstrap of the median over the run's launches, then its rounds, then the blocks
-of a round (stats.ratio_interval), each side resampled on its own; a row that kept no rounds is
-resampled in batches of correlated blocks. An ``unstable`` mark widens nothing by itself and
+measured. Where both runs hold two or more launches (``--repeat``), the launch is the unit:
+Welch's t on the log of each launch's median (compare.student.welch_t), because a launch lands
+on a fast or a slow level as a whole, and a bootstrap over five launches (or over rounds and
+blocks inside them) reads that spread several times too narrow at the gate's 1 % level. Runs of
+one launch keep the bootstrap of the median over rounds, then the blocks of a round
+(stats.ratio_interval), each side resampled on its own; a row that kept no rounds is resampled
+in batches of correlated blocks. An ``unstable`` mark widens nothing by itself and
 vetoes nothing: the samples that made it unstable are in the bootstrap. A change beyond the
 threshold that is not significant is ``noisy`` (asv marks it ``~``), not ``same``. Rows without
 raw samples (imported ones) fall back to their stored intervals: [lo_new / hi_base,
@@ -22,8 +26,12 @@ several launches of one run (``--repeat``) are pooled into one before pairing
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from commbench.compare.student import welch_t
 from commbench.core.errors import UsageError
 from commbench.core.sizes import format_size, parse_size
 from commbench.core.stats import Nested, ratio_interval
@@ -36,6 +44,7 @@ METRICS = ("lat_us_p50", "busbw_gbps")
 VERDICTS = ("slower", "faster", "noisy", "same")
 BOOTSTRAP_TEST = "bootstrap ratio of medians"
 STORED_TEST = "stored intervals"
+WELCH_TEST = "Welch t over launch medians"
 # Metadata that makes a comparison suspect when it differs between runs.
 SUSPECT_FIELDS = (
     ("world size", ("world_size",)),
@@ -166,6 +175,12 @@ def verdict(ratio: float, lo: float, hi: float, threshold: float) -> str:
 
 def _significance(base: Nested, new: Nested, record: dict) -> tuple[float, float, str, float]:
     """(lo, hi) of the time ratio new / base, the test's name, its p-value (NaN: none)."""
+    base_launches, new_launches = _launch_medians(base), _launch_medians(new)
+    if len(base_launches) >= 2 and len(new_launches) >= 2:
+        _, lo, hi, p_value = welch_t([math.log(v) for v in base_launches],
+                                     [math.log(v) for v in new_launches])
+        return (math.exp(lo), math.exp(hi),
+                f"{WELCH_TEST} ({len(base_launches)} vs {len(new_launches)})", p_value)
     if base and new and any(r.size for launch in base for r in launch) and any(
             r.size for launch in new for r in launch):
         found = ratio_interval(base, new)
@@ -177,6 +192,18 @@ def _significance(base: Nested, new: Nested, record: dict) -> tuple[float, float
     hi = record["lat_us_ci_hi_new"] / record["lat_us_ci_lo_base"] if record[
         "lat_us_ci_lo_base"] else float("nan")
     return lo, hi, STORED_TEST, float("nan")
+
+
+def _launch_medians(launches: Nested) -> list[float]:
+    """Each launch's median over its samples (launches without samples left out)."""
+    medians = []
+    for rounds in launches:
+        kept = [r for r in rounds if r.size]
+        if kept:
+            value = float(np.median(np.concatenate(kept)))
+            if value > 0:
+                medians.append(value)
+    return medians
 
 
 # Two tools' runs (an OSU or nccl-tests import beside a commbench run) differ in what each
@@ -245,6 +272,9 @@ def compare_rows(base_rows, new_rows, metric: str = "lat_us_p50", threshold: flo
     hi = [f[1] for f in found]
     joined["test"] = [f[2] for f in found]
     joined["p_value"] = [f[3] for f in found]
+    # The gate's p-value: Welch's own where it judged launches; elsewhere familywise reads it
+    # off the interval (the bootstrap's tail count cannot go below 1 / 2000).
+    joined["p_row"] = [f[3] if f[2].startswith(WELCH_TEST) else float("nan") for f in found]
     # The rule judges time; on bandwidth a row is slower when its bandwidth dropped beyond
     # the threshold (barrier rows have no bandwidth: their time decides).
     judged = time_ratio if metric != "busbw_gbps" else (b / n).where(b != 0, time_ratio)
@@ -263,7 +293,7 @@ def compare_rows(base_rows, new_rows, metric: str = "lat_us_p50", threshold: flo
     joined.loc[unstable, "note"] = "unstable"
     kept = [*keys, "baseline", "new", "ratio", "ratio_lo", "ratio_hi", "delta_us",
             "ci_lo_base", "ci_hi_base", "ci_lo_new", "ci_hi_new", "test", "p_value",
-            "verdict", "significant", "note"]
+            "p_row", "verdict", "significant", "note"]
     return joined[kept], apart, missing
 
 

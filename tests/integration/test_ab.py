@@ -49,7 +49,8 @@ def test_identical_sides_do_not_fail_the_gate(tmp_path):
                              str(tmp_path / "ab" / "A"), str(tmp_path / "ab" / "B"), "--json"],
                             capture_output=True, text=True, timeout=120)
     assert pooled.returncode == 0, pooled.stderr
-    assert "launches" in json.loads(pooled.stdout.splitlines()[0])["test"]
+    first = json.loads(pooled.stdout.splitlines()[0])
+    assert first["test"] == "Welch t over launch medians (3 vs 3)"  # launches are the unit
     text = summary_md.read_text()
     assert "## commbench ab" in text and "family (Holm 1%)" in text and "gate: Holm" in text
     assert json.loads((tmp_path / "ab" / "compare.json").read_text())["rows"][0]["noise"]

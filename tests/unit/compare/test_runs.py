@@ -417,8 +417,7 @@ def test_the_launches_of_a_repeated_run_are_pooled(tmp_path, capsys):
     slow, _ = repeated(tmp_path, "twice-slow", 1.5)
     code, pairs, summary = compare_json([base, slow, "--fail-on-regression"], capsys)
     assert code == 1 and len(pairs) == 8 and summary["slower"] >= 1
-    assert all(r["test"] == "bootstrap ratio of medians over launches, batches of blocks"
-               for r in pairs)
+    assert all(r["test"] == "Welch t over launch medians (2 vs 2)" for r in pairs)
     first = [r for r in rows if r["op"] == "allreduce" and r["size_bytes"] == 8]
     pooled = [v for r in first for v in r["samples_us"]]
     assert pairs[0]["baseline"] == pytest.approx(float(np.median(pooled)))
@@ -440,6 +439,74 @@ def test_the_spread_between_launches_widens_the_pooled_interval(tmp_path, capsys
     for one, row in zip(rows, pooled, strict=True):
         assert row["lat_us_ci_hi"] - row["lat_us_ci_lo"] > 3 * (one["lat_us_ci_hi"]
                                                                  - one["lat_us_ci_lo"])
+
+
+def launches_of(tmp_path, name, factors):
+    """A --repeat run of the base fixture, launch i's samples and times scaled by factors[i]
+    (a launch that lands on the slow level as a whole)."""
+    rows = [json.loads(line) for line in (FIXTURES / "base" / "results.jsonl").read_text()
+            .splitlines() if '"allreduce"' in line]
+    out = []
+    for launch, factor in enumerate(factors):
+        out += [{**r, **{k: v * factor for k, v in r.items() if k.startswith("lat_us_")},
+                 "launch": launch, "samples_us": [v * factor for v in r["samples_us"]]}
+                for r in rows]
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in out))
+    (folder / "run.json").write_text(json.dumps({"name": name, "status": "complete",
+                                                 "repeat": len(factors)}))
+    return str(folder), out
+
+
+def test_a_real_a_a_pair_the_bootstrap_failed_passes_with_launches_as_the_unit(capsys):
+    """tests/fixtures/gate-aa: two runs of nothing from the gate study (bench/gate.py, the
+    recipe's budget, 2026-12-05), the new one on the 2-core VM's slow level. The earlier rule
+    (the bootstrap over launches, rounds and blocks, its p-value read off the interval) held
+    rows slower under Holm at 1 % and failed the run; Welch's t over the five launch medians a
+    side holds none, and the gate passes."""
+    from commbench.compare.familywise import holm, interval_p_value
+    from commbench.core.stats import ratio_interval
+    from commbench.results import load_run
+
+    sides = [compare_mod.pool_launches(load_run(FIXTURES / "gate-aa" / side).rows)[1]
+             for side in ("base", "new")]
+    earlier = [ratio_interval(b, n) for b, n in zip(*sides, strict=True)]
+    held = [p <= 0.01 and i.lo > 1 for p, i in
+            zip(holm([interval_p_value(i.lo, i.hi) for i in earlier]), earlier, strict=True)]
+    assert sum(held) >= 1
+    code, pairs, summary = compare_json([fx("gate-aa/base"), fx("gate-aa/new"),
+                                         "--fail-on-regression"], capsys)
+    assert code == 0 and summary["familywise_slower"] == 0 and len(pairs) == 3
+    assert all(r["test"] == "Welch t over launch medians (5 vs 5)" for r in pairs)
+    assert all(r["familywise"] != "slower" and r["p_holm"] > 0.01 for r in pairs)
+
+
+def test_every_launch_slower_fails_the_gate_under_welch(tmp_path, capsys):
+    """The same five launches a side, the new run's each 1.3x its partner: the launch test
+    still finds it, and the summary names the rule."""
+    levels = (1.0, 1.05, 0.97, 1.02, 1.0)
+    base, _ = launches_of(tmp_path, "base5", levels)
+    new, _ = launches_of(tmp_path, "slow5", tuple(1.3 * f for f in levels))
+    code, pairs, summary = compare_json([base, new, "--fail-on-regression"], capsys)
+    assert code == 1 and summary["slower"] == len(pairs)
+    assert all(r["familywise"] == "slower" and r["ratio_lo"] > 1.2 for r in pairs)
+
+
+def test_welch_t_agrees_with_scipy():
+    """compare.student.welch_t against SciPy's own Welch test (an independent
+    implementation): the p-value and the interval's half-width."""
+    stats = pytest.importorskip("scipy.stats")
+    from commbench.compare.student import welch_t
+
+    base = [0.10, 0.31, -0.05, 0.22, 0.02]
+    new = [0.41, 0.18, 0.66, 0.35, 0.52, 0.47]
+    difference, lo, hi, p_value = welch_t(base, new)
+    found = stats.ttest_ind(new, base, equal_var=False)
+    assert p_value == pytest.approx(found.pvalue, rel=1e-6)
+    low, high = found.confidence_interval(0.95)
+    assert (lo, hi) == (pytest.approx(low, rel=1e-6), pytest.approx(high, rel=1e-6))
+    assert difference == pytest.approx(np.mean(new) - np.mean(base))
 
 
 def test_a_copied_run_is_labelled_by_its_folder_with_its_inner_name(tmp_path, capsys):
