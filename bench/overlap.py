@@ -39,6 +39,8 @@ def _reference_rank(rank: int, port: int, size: int, side: int, seconds: float, 
     # One intra-op thread, as in the ranks commbench starts (launch.local sets
     # OMP_NUM_THREADS=1): with torch's default of a thread per core, the first run of this
     # bench read the matmul 0.27x and 0.77x as slow beside the collective as alone.
+    # reference() also sets OMP_NUM_THREADS=1 before the ranks start, so the reference runs
+    # under the environment commbench's ranks inherit, whatever thread does the matmul.
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=2)
@@ -112,6 +114,7 @@ def reference(size: int, side: int, seconds: float) -> dict:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the spawned ranks, every thread
     context = mp.get_context("spawn")
     queue = context.Queue()
     procs = [context.Process(target=_reference_rank, args=(r, port, size, side, seconds, queue))
