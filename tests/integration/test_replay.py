@@ -148,10 +148,11 @@ def test_recorded_gaps_are_waited_for(tmp_path):
     first call of a step waits for nothing). A step's wall is bounded on both sides by what the
     run recorded of that step, never by a time of this machine: at least its calls' own times
     and the 3 gaps (one rank's calls run one after another; a sleep lasts at least as asked);
-    at most its calls' times and the intervals between them, with what lies before the first
-    call and after the last (the barrier's exit, the clock) under the median interval between
-    calls, each of which is a sleep of at least the gap. A wall that counted anything else (a
-    barrier, a sleep after the last call, the warm-up) breaks the upper bound."""
+    at most its calls' times and the intervals between them, with the wait before the first
+    call (the compute since the previous step) a sleep of at least the gap too, and what lies
+    after the last (the barrier's exit, the clock) under the median interval between calls. A
+    wall that counted anything else (a barrier, a sleep after the last call, the warm-up)
+    breaks the upper bound."""
     trace = manual_loop(tmp_path / "trace", world=2, steps=2, numel=1 << 10)
     done, run, summary = replay(tmp_path, trace, "--gaps", "recorded", "--steps", "4")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -177,8 +178,9 @@ def test_recorded_gaps_are_waited_for(tmp_path):
             leads.append(lead)
             tails.append(tail)
     usual = statistics.median(intervals)
-    assert statistics.median(leads) < usual and statistics.median(tails) < usual, (
-        leads, tails, intervals)
+    # A step's first call waits for the compute since the previous step's last completion (a
+    # straggler's slow forward lives there, issue 42): a sleep of the gap, like the rest.
+    assert min(leads) >= gap and statistics.median(tails) < usual, (leads, tails, intervals)
     walls = [float(step["wall_s"]) for step in rows]
     assert min(walls) <= summary["per_step"]["replayed_wall_s"] <= max(walls)
     assert any("--gaps recorded" in note for note in summary["notes"])

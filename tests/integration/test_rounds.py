@@ -60,7 +60,8 @@ def test_repeat_runs_fresh_launches_into_one_folder_and_compare_pools_them(run_c
     assert "launch 2 of 2" in done.stderr
     compared, _ = run_cli("compare", str(run_dir), str(run_dir), "--json", check_rc=0)
     pairs = [line for line in compared.stdout.splitlines() if '"verdict"' in line]
-    assert len(pairs) == 2 and all("over launches, rounds and blocks" in p for p in pairs)
+    # two launches a side: compare judges the launches (Welch's t over their medians)
+    assert len(pairs) == 2 and all('"Welch t over launch medians (2 vs 2)"' in p for p in pairs)
 
 
 def test_a_real_slowdown_fails_the_gate(tmp_path):
