@@ -20,6 +20,11 @@ def register(app: typer.Typer) -> None:
             None, "--steps",
             help="Stop recording after this many steps: the job runs on without the recorder."
         ),
+        flight_recorder: bool = typer.Option(
+            False, "--flight-recorder", help="Let torch's Flight Recorder keep the calls (its "
+            "C++ ring buffer, TORCH_FR_BUFFER_SIZE calls, 20000 unless set) instead of "
+            "commbench's recorder: far cheaper, but issue times only on gloo (no in-situ "
+            "durations) and the last calls only."),
         force: bool = typer.Option(False, "--force", help="Replace a trace already in --out."),
     ) -> None:
         """Run CMD unchanged and write DIR/rank-<r>.jsonl per rank: every collective and p2p
@@ -28,4 +33,5 @@ def register(app: typer.Typer) -> None:
         optimizer.step(), or at commbench.record.step()). The exit code is CMD's."""
         from commbench.commands.record import run_record
 
-        raise typer.Exit(run_record(list(command or []), out, force, steps))
+        raise typer.Exit(run_record(list(command or []), out, force, steps,
+                                    flight_recorder))

@@ -26,10 +26,16 @@ from commbench.launch.lifetime import die_with_parent
 RECORD_JSON = "record.json"
 BOOT = Path(__file__).resolve().parent.parent / "record" / "boot"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+FR_DUMPS = "flight-recorder"  # commbench.record.flight.DUMPS (that module imports torch)
+FR_STEPS = "fr-steps-*.json"
+FR_BUFFER = 20000  # calls kept per rank: minutes of a DDP job's steps, a few MB of memory
 
 
-def run_record(command: list[str], out: str | None, force: bool, steps: int | None) -> int:
-    """Run ``command`` with the recorder installed; returns the command's own exit code."""
+def run_record(command: list[str], out: str | None, force: bool, steps: int | None,
+               flight_recorder: bool = False) -> int:
+    """Run ``command`` with the recorder installed (or, with ``flight_recorder``, torch's own
+    Flight Recorder, read back into a trace at the end); returns the command's own exit
+    code."""
     from commbench import __version__, results
     from commbench.results import trace as trace_format
 
@@ -38,6 +44,10 @@ def run_record(command: list[str], out: str | None, force: bool, steps: int | No
                          "python train.py ...")
     if steps is not None and steps < 1:
         raise UsageError(f"--steps must be 1 or more, not {steps}")
+    if steps is not None and flight_recorder:
+        raise UsageError("--steps and --flight-recorder do not go together: the Flight "
+                         "Recorder keeps the last TORCH_FR_BUFFER_SIZE calls, not the first "
+                         "steps")
     _check_runnable(command[0])  # before any folder is made: a typo leaves nothing behind
     folder = Path(out) if out else default_folder(Path("results"), datetime.now())
     old = sorted(folder.glob(trace_format.TRACE_GLOB)) if folder.is_dir() else []
@@ -58,6 +68,11 @@ def run_record(command: list[str], out: str | None, force: bool, steps: int | No
     env.setdefault("TORCH_NCCL_ENABLE_TIMING", "1")  # NCCL's own per-call durations
     if steps is not None:
         env["COMMBENCH_RECORD_STEPS"] = str(steps)
+    if flight_recorder:
+        env["COMMBENCH_RECORD_MODE"] = "flight-recorder"
+        env.setdefault("TORCH_FR_BUFFER_SIZE", str(FR_BUFFER))
+        for old_dump in [*(folder / FR_DUMPS).glob("fr-*"), *folder.glob(FR_STEPS)]:
+            old_dump.unlink()
 
     started = results.now()
     try:
@@ -68,9 +83,46 @@ def run_record(command: list[str], out: str | None, force: bool, steps: int | No
         raise
     meta = {"format": "commbench-record", "commbench": __version__, "command": command,
             "exit_code": code, "started": started, "ended": results.now()}
+    if flight_recorder:
+        meta["flight_recorder"] = {"buffer": int(env["TORCH_FR_BUFFER_SIZE"])}
+        _trace_from_dumps(folder)
     (folder / RECORD_JSON).write_text(json.dumps(meta, indent=2) + "\n")
     _summarize(folder, code)
     return code
+
+
+def _trace_from_dumps(folder: Path) -> None:
+    """The ranks' Flight Recorder dumps as the trace's rank files, numbered into steps by
+    the lowest rank's step ends; what cannot be read is said, and the job's exit code still
+    comes through."""
+    from commbench.importers import ImportFormatError, flight_recorder
+    from commbench.results import trace as trace_format
+
+    dumps = folder / FR_DUMPS
+    if not dumps.is_dir() or not any(dumps.iterdir()):
+        return  # no rank started: _summarize says so
+    ends: dict[int, list[int]] = {}
+    hosts: dict[int, dict] = {}
+    for path in folder.glob(FR_STEPS):
+        try:
+            noted = json.loads(path.read_text())
+            ends[int(noted["rank"])] = [int(t) for t in noted["step_ends_ns"]]
+            hosts[int(noted["rank"])] = {"host": str(noted.get("host", "")),
+                                         "torch": str(noted.get("torch", ""))}
+        except (ValueError, KeyError, TypeError):
+            print(f"commbench record: warning: {path}: unreadable step ends", file=sys.stderr)
+    try:
+        imported = flight_recorder.read([str(dumps)], ends[min(ends)] if ends else None)
+    except ImportFormatError as error:
+        print(f"commbench record: the Flight Recorder dumps could not be read: {error}",
+              file=sys.stderr)
+        return
+    for rank, rank_trace in sorted(imported.trace.ranks.items()):
+        header = {**rank_trace.header, **hosts.get(rank, {})}
+        trace_format.write_rank(folder / f"rank-{rank}.jsonl", header, rank_trace.calls)
+    for note in imported.notes:
+        if not (hosts and note.startswith("the dumps name no host")):
+            print(f"commbench record: note: {note}", file=sys.stderr)
 
 
 def default_folder(root: Path, now: datetime) -> Path:

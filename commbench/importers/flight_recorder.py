@@ -19,7 +19,8 @@ How calls become a trace:
   (said in a note);
 - a dump has no steps: they are found from the job's own rhythm, the shortest period with
   which the lowest rank's calls (group, op, size) repeat, cut where its calls have their
-  longest gaps (the compute between steps), and given to every rank's matching call;
+  longest gaps (the compute between steps), and given to every rank's matching call (``record
+  --flight-recorder`` notes each step end beside the dump, and those are used instead);
 - a group's members come from ``pg_config``, or, where it is empty (gloo), are the ranks whose
   dumps have calls on it.
 
@@ -29,6 +30,7 @@ containers only (a dump is data; a pickle naming any class is refused).
 
 from __future__ import annotations
 
+import bisect
 import io
 import json
 import math
@@ -144,10 +146,12 @@ def _ns(value) -> int | None:
     return int(value) if value not in (None, 0, "0", "") else None
 
 
-def read(sources: list[str]) -> Imported:
+def read(sources: list[str], step_ends: list[int] | None = None) -> Imported:
     """Every dump named, as one job's trace. A dump that cannot be read is left out with a
     warning while others remain (its rank is then named as a missing file); dumps whose
-    calls do not overlap in time are of different jobs and refused."""
+    calls do not overlap in time are of different jobs and refused. ``step_ends``: the
+    lowest rank's step ends (wall-clock ns, as ``record --flight-recorder`` notes them)
+    number the steps instead of the calls' rhythm."""
     notes: list[str] = []
     dumps: dict[int, Dump] = {}
     errors: list[str] = []
@@ -175,7 +179,7 @@ def read(sources: list[str]) -> Imported:
     missing = sorted(set(range(world)) - set(dumps))
     groups = _groups(dumps)
     aligned = _aligned(dumps, notes)
-    steps = _steps(aligned)
+    steps = _steps(aligned, step_ends)
     ranks = {}
     for rank, entries in aligned.items():
         calls = []
@@ -204,7 +208,8 @@ def read(sources: list[str]) -> Imported:
         head = header(torch_version="", backend=_backend(entries), world_size=world, rank=rank,
                       host="", groups={name: groups[name] for name in sorted(used)},
                       source=SOURCE, clock=CLOCK,
-                      steps_ended=max(steps.values(), default=0) or None)
+                      steps_ended=(len(step_ends) if step_ends is not None else
+                                   max(steps.values(), default=0)) or None)
         ranks[rank] = RankTrace(header=head, groups={n: groups[n] for n in used}, calls=calls,
                                 ended=head.get("steps_ended"), path=dumps[rank].path)
     if missing:
@@ -275,13 +280,20 @@ def _aligned(dumps: dict[int, Dump], notes: list[str]) -> dict[int, list[dict]]:
     return out
 
 
-def _steps(aligned: dict[int, list[dict]]) -> dict[tuple[str, int], int]:
-    """(group, collective_seq_id) -> step, from the lowest rank's rhythm (``rhythm_steps``)."""
+def _steps(aligned: dict[int, list[dict]],
+           step_ends: list[int] | None = None) -> dict[tuple[str, int], int]:
+    """(group, collective_seq_id) -> step, from the lowest rank's step ends where known (a
+    call's step is the number of ends before it, as in a recording), else from its rhythm
+    (``rhythm_steps``)."""
     entries = [e for e in aligned[min(aligned)] if not e.get("is_p2p") and op_of(e)[0]]
     keys = [(str(e["process_group"][0]), op_of(e)[0], _numel(e.get("input_sizes")))
             for e in entries]
     times = [int(e.get("time_created_ns") or 0) for e in entries]
-    numbers = rhythm_steps(keys, times)
+    if step_ends is not None:
+        ends = sorted(step_ends)
+        numbers = [bisect.bisect_left(ends, t) for t in times]
+    else:
+        numbers = rhythm_steps(keys, times)
     if not numbers:
         return {}
     return {(str(e["process_group"][0]), e.get("collective_seq_id")): step

@@ -10,6 +10,7 @@ import sys
 
 def step() -> None:
     """End the current step of the recording (no-op when not recording)."""
-    recorder = sys.modules.get("commbench.record.recorder")
-    if recorder is not None:
-        recorder.mark_step()
+    for name in ("commbench.record.recorder", "commbench.record.flight"):
+        module = sys.modules.get(name)
+        if module is not None:
+            module.mark_step()

@@ -49,15 +49,16 @@ class Recording:
     facts: Path  # the example's own account of what it did (JSON; FSDP: one file per rank)
 
 
-def record(tmp_path, command, *, env=None, timeout=180, name="trace"):
-    """``commbench record --out TMP/NAME -- COMMAND``; returns (completed process, folder)."""
+def record(tmp_path, command, *, env=None, timeout=180, name="trace", options=()):
+    """``commbench record --out TMP/NAME [OPTIONS] -- COMMAND``; returns (completed process,
+    folder)."""
     folder = Path(tmp_path) / name
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **(env or {})}
     for variable in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         full_env.pop(variable, None)
     done = subprocess.run([sys.executable, "-m", "commbench", "record", "--out", str(folder),
-                           "--", *command], capture_output=True, text=True, timeout=timeout,
-                          env=full_env, cwd=tmp_path)
+                           *options, "--", *command], capture_output=True, text=True,
+                          timeout=timeout, env=full_env, cwd=tmp_path)
     return done, folder
 
 

@@ -14,9 +14,10 @@ from tests.integration.recordings import DDP_ARGS, EXAMPLES, TORCHRUN, record
 STEPS = ["--steps", "14"]
 
 
-def ddp(tmp_path, name, env, extra=()):
+def ddp(tmp_path, name, env, extra=(), options=()):
     done, folder = record(tmp_path, [*TORCHRUN, "4", str(EXAMPLES / "ddp_mlp.py"), *DDP_ARGS,
-                                     *STEPS, *extra], env=env, name=name, timeout=240)
+                                     *STEPS, *extra], env=env, name=name, timeout=240,
+                          options=options)
     return done, folder
 
 
@@ -82,3 +83,36 @@ def test_a_hung_rank_is_named_missing_at_its_call(tmp_path):
     assert missing["call"] == len([c for c in trace.calls(3) if c.pg == "0" and not c.is_p2p])
     assert all(len([c for c in trace.calls(r) if c.pg == "0"]) > missing["call"]
                for r in (0, 1, 2))
+
+
+@pytest.mark.core
+def test_record_through_the_flight_recorder_names_the_same_rank_by_the_same_steps(tmp_path):
+    """``record --flight-recorder``: no recorder in the ranks, torch's ring buffer dumped at
+    the end and read back, its steps cut at the optimizer's step ends noted beside it."""
+    done, folder = ddp(tmp_path, "fr", {"COMMBENCH_EXAMPLE_SLOW": "2:0.03"},
+                       options=["--flight-recorder"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "commbench record: rank 2 made the others wait: culprit" in done.stderr
+    assert sorted(p.name for p in (folder / "flight-recorder").iterdir()) == [
+        "fr-0", "fr-1", "fr-2", "fr-3"]
+    trace = trace_format.load(folder)
+    assert sorted(trace.ranks) == [0, 1, 2, 3]
+    for rank in trace.ranks.values():
+        assert rank.header["source"] == "flight-recorder" and rank.header["host"]
+        assert rank.header["steps_ended"] == 14  # one per optimizer.step(), not the rhythm's
+        assert {c.step for c in rank.calls if c.op == "allreduce"} == set(range(14))
+        assert all(c.t_issue_ns for c in rank.calls)
+    code, doc = stragglers(folder)
+    assert code == 1 and doc["clock"] == "shared"
+    assert [(c["rank"], c["verdict"]) for c in doc["culprits"]] == [(2, "culprit")]
+
+
+def test_a_hung_rank_is_named_from_the_flight_recorder_too(tmp_path):
+    """The ranks still dump when they end on an error (the others' timeout) or on torchrun's
+    SIGTERM (the hung rank, asleep in its step)."""
+    done, folder = ddp(tmp_path, "fr-hung", {"COMMBENCH_EXAMPLE_HANG": "3:6"},
+                       extra=["--timeout", "8"], options=["--flight-recorder"])
+    assert done.returncode != 0
+    assert "rank 3 never issued call" in done.stderr, done.stderr[-3000:]
+    code, doc = stragglers(folder)
+    assert code == 1 and [m["rank"] for m in doc["missing"]] == [3]

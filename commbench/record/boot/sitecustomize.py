@@ -51,7 +51,10 @@ def _wrap(c10d):
     def init_process_group(*args, **kwargs):
         result = original(*args, **kwargs)
         try:  # the user's job runs on whatever happens to the recording
-            from commbench.record import recorder
+            if os.environ.get("COMMBENCH_RECORD_MODE") == "flight-recorder":
+                from commbench.record import flight as recorder
+            else:
+                from commbench.record import recorder
 
             recorder.start(os.environ["COMMBENCH_RECORD_DIR"])
         except Exception as error:
