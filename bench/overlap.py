@@ -3,11 +3,15 @@
 Reference: two gloo ranks started with torch.multiprocessing, each with a thread of matmuls
 beside a loop of all_reduce, everything timed by hand with perf_counter: per round, a block of
 all_reduce alone, a block beside the matmul thread (the matmuls that ended inside it are the
-compute beside), a block of matmuls alone, a barrier before each block; ratios of the medians
-over rounds. commbench: `commbench allreduce --overlap matmul:N` at the same size. Launches
-alternate (reference first, then commbench first). Figures: the median over pairs of
-commbench's comm_slowdown and compute_slowdown over the reference's (target 0.95-1.05), and the
-cost of the alternation: an overlap row's wall_s over a plain row's at the same --min-time.
+compute beside), a block of matmuls alone on a thread, a barrier before each block, the order
+reversed every other round; ratios of the medians over rounds. Its ranks are placed as
+commbench places its own (the timing thread on a core, every other thread over all CPUs, one
+intra-op thread). ``bench/overlap_same_harness.py`` runs commbench's own loop inside this
+harness, to tell the loop from the launch. commbench: `commbench allreduce --overlap
+matmul:N` at the same size. Launches alternate (reference first, then commbench first).
+Figures: the median over pairs of commbench's comm_slowdown and compute_slowdown over the
+reference's (target 0.95-1.05), and the cost of the alternation: an overlap row's wall_s
+over a plain row's at the same --min-time.
 
     python bench/overlap.py [--pairs 3] [--size 1024] [--matmul 256] [--seconds 1.0]
 """
@@ -44,6 +48,16 @@ def _reference_rank(rank: int, port: int, size: int, side: int, seconds: float, 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=2)
+    # Placed as commbench places a rank it starts (--bind auto, engine.binding): the timing
+    # thread on a core of its own, every other thread (gloo's, the matmul loop's) over all
+    # CPUs. Unbound, a 1K allreduce here took 1.2-1.7 ms a call against commbench's 0.3-0.4,
+    # and the reference then measured another placement than commbench's (comm_slowdown
+    # ratio 1.94, 2026-12-05).
+    cpus = set(os.sched_getaffinity(0))
+    for task in os.listdir("/proc/self/task"):
+        if int(task) != threading.get_native_id():
+            os.sched_setaffinity(int(task), cpus)
+    os.sched_setaffinity(0, {sorted(cpus)[rank % len(cpus)]})
     buf = torch.ones(max(1, size // 4))
     a = torch.rand(side, side)
     out = torch.empty_like(a)
@@ -72,15 +86,18 @@ def _reference_rank(rank: int, port: int, size: int, side: int, seconds: float, 
     dist.all_reduce(numbers, op=dist.ReduceOp.MAX)  # the same counts on both ranks
     calls, kernels = int(numbers[0]), int(numbers[1])
     sides: dict[str, list[float]] = {k: [] for k in ("comm", "comm_b", "comp", "comp_b")}
-    for _ in range(ROUNDS):
+    def comm_alone() -> None:
         for _ in range(BLOCKS):
             dist.barrier()
             sides["comm"].append(timed_calls(calls))
+
+    def beside() -> None:
         for _ in range(BLOCKS):
             dist.barrier()
             stop, spans = threading.Event(), []
 
             def loop(stop=stop, spans=spans) -> None:
+                os.sched_setaffinity(0, cpus)  # not the timing thread's core alone
                 while not stop.is_set():
                     begin = clock()
                     kernel()
@@ -96,12 +113,27 @@ def _reference_rank(rank: int, port: int, size: int, side: int, seconds: float, 
             inside = [b - a for a, b in spans if a >= begin and b <= end]
             if inside:
                 sides["comp_b"].append(sum(inside) / len(inside))
+
+    def compute_alone() -> None:
         for _ in range(BLOCKS):
             dist.barrier()
-            start = clock()
-            for _ in range(kernels):
-                kernel()
-            sides["comp"].append((clock() - start) / kernels)
+
+            def alone(times=sides["comp"]) -> None:
+                os.sched_setaffinity(0, cpus)  # where the beside loop runs, as commbench's
+                start = clock()
+                for _ in range(kernels):
+                    kernel()
+                times.append((clock() - start) / kernels)
+
+            worker = threading.Thread(target=alone)
+            worker.start()
+            worker.join()
+
+    phases = [comm_alone, beside, compute_alone]
+    for index in range(ROUNDS):
+        # each side follows and precedes the others alike (as commbench alternates)
+        for phase in (phases if index % 2 == 0 else phases[::-1]):
+            phase()
     queue.put((rank, sides))
     dist.barrier()
     dist.destroy_process_group()
@@ -131,7 +163,10 @@ def reference(size: int, side: int, seconds: float) -> dict:
         return statistics.median((per_rank[0][i] + per_rank[1][i]) / 2 for i in range(length))
 
     return {"comm_slowdown": median("comm_b") / median("comm"),
-            "compute_slowdown": median("comp_b") / median("comp")}
+            "compute_slowdown": median("comp_b") / median("comp"),
+            "comm_alone_us": median("comm") * 1e6, "comm_beside_us": median("comm_b") * 1e6,
+            "compute_alone_us": median("comp") * 1e6,
+            "compute_beside_us": median("comp_b") * 1e6}
 
 
 def commbench_row(scratch: Path, name: str, size: int, side: int, seconds: float,
@@ -163,7 +198,8 @@ def figures(pairs: int, size: int, side: int, seconds: float) -> list[dict]:
                               "commbench": {k: got["cb"][k] for k in (
                                   "comm_slowdown", "comm_slowdown_lo", "comm_slowdown_hi",
                                   "compute_slowdown", "compute_slowdown_lo",
-                                  "compute_slowdown_hi", "wall_s")},
+                                  "compute_slowdown_hi", "wall_s", "lat_us_p50_alone",
+                                  "lat_us_p50")},
                               "plain_wall_s": plain["wall_s"]}), file=sys.stderr)
     label = f"allreduce {size} B beside matmul:{side}"
     rows = []

@@ -1,0 +1,111 @@
+"""commbench's overlap loop (measure.overlap.measure_overlap) run inside bench/overlap.py's
+hand-written harness, beside that harness's own loop, launch after launch: where the two loops
+disagree in the same kind of process, the difference is in the loop; where they agree, it is in
+how the ranks were launched. Prints one JSON line per launch pair (absolute medians in us).
+
+    python bench/overlap_same_harness.py [--size 1024] [--matmul 256] [--launches 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import socket
+import sys
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def _rank(rank: int, port: int, queue, size: int, side: int, seconds: float) -> None:
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+
+    from commbench.engine.timers import HostTimer
+    from commbench.measure.overlap import MatmulLoad, measure_overlap
+    from commbench.measure.sampling import Budget
+
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2)
+    cpus = set(os.sched_getaffinity(0))
+
+    def spread() -> None:  # as bench/overlap.py's reference and commbench place threads
+        for task in os.listdir("/proc/self/task"):
+            if int(task) != threading.get_native_id():
+                os.sched_setaffinity(int(task), cpus)
+
+    spread()
+    os.sched_setaffinity(0, {sorted(cpus)[rank % len(cpus)]})
+
+    class Control:
+        def barrier(self) -> None:
+            dist.barrier()
+
+        def gather(self, values: list[float]) -> np.ndarray:
+            mine = torch.tensor(values, dtype=torch.float64)
+            out = [torch.empty_like(mine) for _ in range(2)]
+            dist.all_gather(out, mine)
+            return torch.stack(out).numpy()
+
+    buf = torch.ones(max(1, size // 4))
+    load = MatmulLoad(side, "float32", "cpu")
+    spread()
+    samples = measure_overlap(functools.partial(dist.all_reduce, buf), HostTimer(), Control(),
+                              Budget(min_time=seconds), load, 6)
+    load.close()
+    if rank == 0:
+        def median(parts) -> float:
+            return float(np.median(np.concatenate([p.mean(axis=0) for p in parts])))
+
+        alone, beside = median(samples.comm_alone), median(samples.comm_beside)
+        queue.put({"comm_slowdown": beside / alone, "comm_alone_us": alone * 1e6,
+                   "comm_beside_us": beside * 1e6})
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def commbench_loop(size: int, side: int, seconds: float) -> dict:
+    import torch.multiprocessing as mp
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    os.environ["OMP_NUM_THREADS"] = "1"
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    procs = [context.Process(target=_rank, args=(r, port, queue, size, side, seconds))
+             for r in range(2)]
+    for proc in procs:
+        proc.start()
+    got = queue.get(timeout=600)
+    for proc in procs:
+        proc.join(timeout=60)
+    return got
+
+
+def main() -> None:
+    import overlap
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--matmul", type=int, default=256)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--launches", type=int, default=3)
+    args = parser.parse_args()
+    for _ in range(args.launches):
+        loop = commbench_loop(args.size, args.matmul, args.seconds)
+        reference = overlap.reference(args.size, args.matmul, args.seconds)
+        print(json.dumps({"commbench_loop": {k: round(v, 3) for k, v in loop.items()},
+                          "reference": {k: round(v, 3) for k, v in reference.items()}}))
+
+
+if __name__ == "__main__":
+    main()
