@@ -35,14 +35,18 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from commbench.engine import coordination  # noqa: E402
+
 PYTHON = sys.executable
 NPROC = 6
 LIMIT_S = 150.0  # a start still running this long has hung (the watchdog ends one at 45 s)
 STALL_WORDS = ("made no heartbeat", "never arrived")
 # What a rank's log says when the store did not answer a connection attempt and it connected
-# again (engine/coordination.py, connect_running_store): a start that went on to run was
-# rescued by that retry, and is counted apart from the starts that needed none.
-RETRY_WORDS = "connecting again"
+# again (engine/coordination.py, connect_running_store, prints the same constant): a start that
+# went on to run was rescued by that retry, and is counted apart from the starts that needed
+# none.
+RETRY_WORDS = coordination.RETRY_WORDS
 
 # The ranks' --timeout in the in-process mode: the CLI's default, which is also how long a
 # rank's store connection may wait for the store (a wait that long is a stall the watchdog sees).

@@ -26,6 +26,9 @@ WATCH_PREFIX = "commbench/watch"
 # made (connect_running_store). A store answers in milliseconds; 6 ranks on 2 busy cores
 # connect within a second or two.
 CONNECT_ATTEMPT_S = 5.0
+# The words a rank's log holds when a store connection was retried (bench/startup.py counts
+# the starts that a retry rescued by them).
+RETRY_WORDS = "connecting again"
 STORE_ERROR_WAIT_S = 3.0  # torch ends its own connect retries up to a backoff delay late
 
 
@@ -123,7 +126,7 @@ def connect_running_store(host: str, port: int, timeout: float, attempt: float |
             raise TimeoutError(f"the store at {host}:{port} did not answer any of {tries} "
                                f"connections within {timeout:g}s")
         print(f"commbench: the store at {host}:{port} did not answer connection {tries} "
-              f"within {attempt:g}s; connecting again", file=sys.stderr, flush=True)
+              f"within {attempt:g}s; {RETRY_WORDS}", file=sys.stderr, flush=True)
 
 
 class Watch:
