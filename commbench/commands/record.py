@@ -44,6 +44,10 @@ def run_record(command: list[str], out: str | None, force: bool, steps: int | No
                          "python train.py ...")
     if steps is not None and steps < 1:
         raise UsageError(f"--steps must be 1 or more, not {steps}")
+    buffer = os.environ.get("TORCH_FR_BUFFER_SIZE", "").strip()
+    if flight_recorder and buffer and not (buffer.isdigit() and int(buffer) > 0):
+        raise UsageError(f"TORCH_FR_BUFFER_SIZE={buffer}: the Flight Recorder would keep no "
+                         "call; unset it (record keeps 20000) or give a count of calls")
     if steps is not None and flight_recorder:
         raise UsageError("--steps and --flight-recorder do not go together: the Flight "
                          "Recorder keeps the last TORCH_FR_BUFFER_SIZE calls, not the first "

@@ -79,3 +79,12 @@ def test_steps_and_the_flight_recorder_are_refused_together(tmp_path):
         run_record([sys.executable, "-c", "pass"], str(tmp_path / "t"), False, 2,
                    flight_recorder=True)
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("size", ["0", "lots"])
+def test_a_buffer_that_keeps_nothing_is_refused(tmp_path, monkeypatch, size):
+    monkeypatch.setenv("TORCH_FR_BUFFER_SIZE", size)
+    with pytest.raises(UsageError, match=f"TORCH_FR_BUFFER_SIZE={size}"):
+        run_record([sys.executable, "-c", "pass"], str(tmp_path / "t"), False, None,
+                   flight_recorder=True)
+    assert not (tmp_path / "t").exists()
