@@ -104,7 +104,11 @@ def _trace_from_dumps(folder: Path) -> None:
 
     dumps = folder / FR_DUMPS
     if not dumps.is_dir() or not any(dumps.iterdir()):
-        return  # no rank started: _summarize says so
+        if any(folder.glob(FR_STEPS)):  # ranks ran and noted their steps, but dumped nothing
+            print("commbench record: the ranks ran but torch wrote no Flight Recorder dump "
+                  "(this torch has no dumper, or its Flight Recorder does not record this "
+                  "backend): record without --flight-recorder", file=sys.stderr)
+        return  # else no rank started: _summarize says so
     ends: dict[int, list[int]] = {}
     hosts: dict[int, dict] = {}
     for path in folder.glob(FR_STEPS):
