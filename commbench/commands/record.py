@@ -103,11 +103,12 @@ def _trace_from_dumps(folder: Path) -> None:
     from commbench.results import trace as trace_format
 
     dumps = folder / FR_DUMPS
+    nothing = ("commbench record: the ranks ran but torch's Flight Recorder kept no call "
+               "(torch {}: no dumper, or it does not record this backend; torch 2.4's keeps "
+               "none on gloo): record without --flight-recorder")
     if not dumps.is_dir() or not any(dumps.iterdir()):
         if any(folder.glob(FR_STEPS)):  # ranks ran and noted their steps, but dumped nothing
-            print("commbench record: the ranks ran but torch wrote no Flight Recorder dump "
-                  "(this torch has no dumper, or its Flight Recorder does not record this "
-                  "backend): record without --flight-recorder", file=sys.stderr)
+            print(nothing.format(_torch_of(folder)), file=sys.stderr)
         return  # else no rank started: _summarize says so
     ends: dict[int, list[int]] = {}
     hosts: dict[int, dict] = {}
@@ -125,12 +126,25 @@ def _trace_from_dumps(folder: Path) -> None:
         print(f"commbench record: the Flight Recorder dumps could not be read: {error}",
               file=sys.stderr)
         return
+    if not any(rank.calls for rank in imported.trace.ranks.values()):
+        print(nothing.format(_torch_of(folder)), file=sys.stderr)
+        return
     for rank, rank_trace in sorted(imported.trace.ranks.items()):
         header = {**rank_trace.header, **hosts.get(rank, {})}
         trace_format.write_rank(folder / f"rank-{rank}.jsonl", header, rank_trace.calls)
     for note in imported.notes:
         if not (hosts and note.startswith("the dumps name no host")):
             print(f"commbench record: note: {note}", file=sys.stderr)
+
+
+def _torch_of(folder: Path) -> str:
+    """The torch the ranks ran, as their step-end files say."""
+    for path in folder.glob(FR_STEPS):
+        try:
+            return str(json.loads(path.read_text()).get("torch") or "?")
+        except (ValueError, AttributeError):
+            continue
+    return "?"
 
 
 def default_folder(root: Path, now: datetime) -> Path:

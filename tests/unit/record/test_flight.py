@@ -1,6 +1,8 @@
 """``record --flight-recorder``: a rank's Flight Recorder dump and step ends, written by
 commbench.record.flight in a real (one-rank) gloo group, read back as the trace record keeps."""
 
+import json
+import pickle
 import subprocess
 import sys
 
@@ -88,3 +90,18 @@ def test_a_buffer_that_keeps_nothing_is_refused(tmp_path, monkeypatch, size):
         run_record([sys.executable, "-c", "pass"], str(tmp_path / "t"), False, None,
                    flight_recorder=True)
     assert not (tmp_path / "t").exists()
+
+
+def test_dumps_that_kept_no_call_are_said_in_one_line_and_write_no_trace(tmp_path, capsys):
+    """torch 2.4's Flight Recorder keeps nothing on gloo: its dumps hold no entries (make
+    compat, 2026-12-06)."""
+    (tmp_path / "flight-recorder").mkdir()
+    for rank in (0, 1):
+        (tmp_path / "flight-recorder" / f"fr-{rank}").write_bytes(
+            pickle.dumps({"version": "2.1", "pg_config": {}, "entries": []}))
+        (tmp_path / f"fr-steps-{rank}.json").write_text(json.dumps(
+            {"rank": rank, "host": "h", "torch": "2.4.1", "step_ends_ns": [1, 2]}))
+    _trace_from_dumps(tmp_path)
+    err = capsys.readouterr().err
+    assert "Flight Recorder kept no call (torch 2.4.1" in err and err.count("\n") == 1
+    assert not list(tmp_path.glob("rank-*.jsonl"))
