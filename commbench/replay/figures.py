@@ -242,7 +242,13 @@ def _whole(value: float | None) -> float | int | None:
 
 
 def _span(trace: Trace, rank: int, steps: list[int]) -> float | None:
-    """The recorded steps' communication span: first issue to last end, mean over the plan."""
+    """The recorded steps' wall as the replay's step wall measures it, mean over the plan:
+    from the previous recorded step's last completion (the replay waits for the compute
+    before a step's first call: replay.plan.gaps) to the step's last end; from its first
+    issue where no step was recorded before it. Counting from the first issue instead made a
+    replay with recorded gaps read 1.45x its DDP recording (2026-12-06): the replay's wall
+    held the forward, the span did not."""
+    recorded = sorted({call.step for call in trace.calls(rank)})
     spans = []
     for step in steps:
         calls = trace.calls(rank, step)
@@ -250,7 +256,15 @@ def _span(trace: Trace, rank: int, steps: list[int]) -> float | None:
         ended = [c.t_end_ns for c in calls if c.t_end_ns is not None]
         if not issued or not ended or len(ended) < len(calls):
             return None
-        spans.append(max(0, max(ended) - min(issued)) / 1e9)
+        begin = min(issued)
+        earlier = [s for s in recorded if s < step]
+        if earlier:
+            before = [c.t_end_ns if c.t_end_ns is not None else c.t_issue_ns
+                      for c in trace.calls(rank, earlier[-1])]
+            before = [t for t in before if t is not None]
+            if before:
+                begin = min(begin, max(before))
+        spans.append(max(0, max(ended) - begin) / 1e9)
     return statistics.fmean(spans) if spans else None
 
 
