@@ -80,7 +80,7 @@ def main() -> None:
         print(json.dumps(facts))
         if args.facts:
             with open(args.facts, "w") as out:
-                json.dump(facts, out)
+                json.dump({**facts, "step_times_s": times}, out)  # every step, rank 0's
     if os.environ.get("COMMBENCH_EXAMPLE_FR_DUMP"):
         from commbench.core.compat import dump_flight_recorder
 
