@@ -35,7 +35,29 @@ ROUNDS = 6
 BLOCKS = 3
 
 
-def _reference_rank(rank: int, port: int, size: int, side: int, seconds: float, queue) -> None:
+def spawn_pair(target, args: tuple, results: int = 2) -> list:
+    """Two gloo ranks spawned with torch.multiprocessing, each running ``target(rank, port,
+    queue, *args)``; the first ``results`` items they put on the queue."""
+    import torch.multiprocessing as mp
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the spawned ranks, every thread
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    procs = [context.Process(target=target, args=(r, port, queue, *args)) for r in range(2)]
+    for proc in procs:
+        proc.start()
+    got = [queue.get(timeout=600) for _ in range(results)]
+    for proc in procs:
+        proc.join(timeout=60)
+    return got
+
+
+def join_placed(rank: int, port: int) -> set[int]:
+    """Join the 2-rank gloo group and place this rank as commbench places a rank it starts;
+    returns the CPUs every thread but the timing one may use (``spread`` puts them there)."""
     import torch
     import torch.distributed as dist
 
@@ -43,7 +65,7 @@ def _reference_rank(rank: int, port: int, size: int, side: int, seconds: float, 
     # One intra-op thread, as in the ranks commbench starts (launch.local sets
     # OMP_NUM_THREADS=1): with torch's default of a thread per core, the first run of this
     # bench read the matmul 0.27x and 0.77x as slow beside the collective as alone.
-    # reference() also sets OMP_NUM_THREADS=1 before the ranks start, so the reference runs
+    # spawn_pair also sets OMP_NUM_THREADS=1 before the ranks start, so the reference runs
     # under the environment commbench's ranks inherit, whatever thread does the matmul.
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
@@ -54,10 +76,24 @@ def _reference_rank(rank: int, port: int, size: int, side: int, seconds: float, 
     # and the reference then measured another placement than commbench's (comm_slowdown
     # ratio 1.94, 2026-12-05).
     cpus = set(os.sched_getaffinity(0))
+    spread(cpus)
+    os.sched_setaffinity(0, {sorted(cpus)[rank % len(cpus)]})
+    return cpus
+
+
+def spread(cpus: set[int]) -> None:
+    """Every thread of this process but the calling one over ``cpus`` (engine.binding)."""
     for task in os.listdir("/proc/self/task"):
         if int(task) != threading.get_native_id():
             os.sched_setaffinity(int(task), cpus)
-    os.sched_setaffinity(0, {sorted(cpus)[rank % len(cpus)]})
+
+
+def _reference_rank(rank: int, port: int, queue, size: int, side: int,
+                    seconds: float) -> None:
+    import torch
+    import torch.distributed as dist
+
+    cpus = join_placed(rank, port)
     buf = torch.ones(max(1, size // 4))
     a = torch.rand(side, side)
     out = torch.empty_like(a)
@@ -141,21 +177,7 @@ def _reference_rank(rank: int, port: int, size: int, side: int, seconds: float, 
 
 def reference(size: int, side: int, seconds: float) -> dict:
     """The hand-written loop's two ratios (ranks' samples averaged block by block)."""
-    import torch.multiprocessing as mp
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the spawned ranks, every thread
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    procs = [context.Process(target=_reference_rank, args=(r, port, size, side, seconds, queue))
-             for r in range(2)]
-    for proc in procs:
-        proc.start()
-    results = dict(queue.get(timeout=600) for _ in procs)
-    for proc in procs:
-        proc.join(timeout=60)
+    results = dict(spawn_pair(_reference_rank, (size, side, seconds)))
 
     def median(name: str) -> float:
         per_rank = [results[r][name] for r in (0, 1)]

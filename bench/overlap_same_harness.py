@@ -11,15 +11,13 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
-import socket
 import sys
-import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+import overlap  # noqa: E402  (bench/overlap.py: the reference and its harness)
 
 
 def _rank(rank: int, port: int, queue, size: int, side: int, seconds: float) -> None:
@@ -31,19 +29,7 @@ def _rank(rank: int, port: int, queue, size: int, side: int, seconds: float) -> 
     from commbench.measure.overlap import MatmulLoad, measure_overlap
     from commbench.measure.sampling import Budget
 
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)
-    cpus = set(os.sched_getaffinity(0))
-
-    def spread() -> None:  # as bench/overlap.py's reference and commbench place threads
-        for task in os.listdir("/proc/self/task"):
-            if int(task) != threading.get_native_id():
-                os.sched_setaffinity(int(task), cpus)
-
-    spread()
-    os.sched_setaffinity(0, {sorted(cpus)[rank % len(cpus)]})
+    cpus = overlap.join_placed(rank, port)  # as the reference's ranks and commbench's
 
     class Control:
         def barrier(self) -> None:
@@ -57,7 +43,7 @@ def _rank(rank: int, port: int, queue, size: int, side: int, seconds: float) -> 
 
     buf = torch.ones(max(1, size // 4))
     load = MatmulLoad(side, "float32", "cpu")
-    spread()
+    overlap.spread(cpus)  # the load's thread too
     samples = measure_overlap(functools.partial(dist.all_reduce, buf), HostTimer(), Control(),
                               Budget(min_time=seconds), load, 6)
     load.close()
@@ -73,27 +59,11 @@ def _rank(rank: int, port: int, queue, size: int, side: int, seconds: float) -> 
 
 
 def commbench_loop(size: int, side: int, seconds: float) -> dict:
-    import torch.multiprocessing as mp
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    os.environ["OMP_NUM_THREADS"] = "1"
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    procs = [context.Process(target=_rank, args=(r, port, queue, size, side, seconds))
-             for r in range(2)]
-    for proc in procs:
-        proc.start()
-    got = queue.get(timeout=600)
-    for proc in procs:
-        proc.join(timeout=60)
+    (got,) = overlap.spawn_pair(_rank, (size, side, seconds), results=1)
     return got
 
 
 def main() -> None:
-    import overlap
-
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--matmul", type=int, default=256)

@@ -102,17 +102,10 @@ def _trace_from_dumps(folder: Path) -> None:
     from commbench.importers import ImportFormatError, flight_recorder
     from commbench.results import trace as trace_format
 
-    dumps = folder / FR_DUMPS
-    nothing = ("commbench record: the ranks ran but torch's Flight Recorder kept no call "
-               "(torch {}: no dumper, or it does not record this backend; torch 2.4's keeps "
-               "none on gloo): record without --flight-recorder")
-    if not dumps.is_dir() or not any(dumps.iterdir()):
-        if any(folder.glob(FR_STEPS)):  # ranks ran and noted their steps, but dumped nothing
-            print(nothing.format(_torch_of(folder)), file=sys.stderr)
-        return  # else no rank started: _summarize says so
+    noted_files = sorted(folder.glob(FR_STEPS))  # one per rank that ran to its end
     ends: dict[int, list[int]] = {}
     hosts: dict[int, dict] = {}
-    for path in folder.glob(FR_STEPS):
+    for path in noted_files:
         try:
             noted = json.loads(path.read_text())
             ends[int(noted["rank"])] = [int(t) for t in noted["step_ends_ns"]]
@@ -120,6 +113,15 @@ def _trace_from_dumps(folder: Path) -> None:
                                          "torch": str(noted.get("torch", ""))}
         except (ValueError, KeyError, TypeError):
             print(f"commbench record: warning: {path}: unreadable step ends", file=sys.stderr)
+    torch = next((h["torch"] for h in hosts.values() if h["torch"]), "?")
+    nothing = ("commbench record: the ranks ran but torch's Flight Recorder kept no call "
+               f"(torch {torch}: no dumper, or it does not record this backend; torch 2.4's "
+               "keeps none on gloo): record without --flight-recorder")
+    dumps = folder / FR_DUMPS
+    if not dumps.is_dir() or not any(dumps.iterdir()):
+        if noted_files:  # ranks ran and noted their steps, but dumped nothing
+            print(nothing, file=sys.stderr)
+        return  # else no rank started: _summarize says so
     try:
         imported = flight_recorder.read([str(dumps)], ends[min(ends)] if ends else None)
     except ImportFormatError as error:
@@ -127,7 +129,7 @@ def _trace_from_dumps(folder: Path) -> None:
               file=sys.stderr)
         return
     if not any(rank.calls for rank in imported.trace.ranks.values()):
-        print(nothing.format(_torch_of(folder)), file=sys.stderr)
+        print(nothing, file=sys.stderr)
         return
     for rank, rank_trace in sorted(imported.trace.ranks.items()):
         header = {**rank_trace.header, **hosts.get(rank, {})}
@@ -135,16 +137,6 @@ def _trace_from_dumps(folder: Path) -> None:
     for note in imported.notes:
         if not (hosts and note.startswith("the dumps name no host")):
             print(f"commbench record: note: {note}", file=sys.stderr)
-
-
-def _torch_of(folder: Path) -> str:
-    """The torch the ranks ran, as their step-end files say."""
-    for path in folder.glob(FR_STEPS):
-        try:
-            return str(json.loads(path.read_text()).get("torch") or "?")
-        except (ValueError, AttributeError):
-            continue
-    return "?"
 
 
 def default_folder(root: Path, now: datetime) -> Path:

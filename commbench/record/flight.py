@@ -1,7 +1,7 @@
 """``commbench record --flight-recorder``: torch's own Flight Recorder keeps the calls.
 
 The full recorder is a TorchDispatchMode: every op a rank dispatches, its matmuls included,
-passes through Python to reach it, and that cost a 4-rank DDP job on CPU 1.33x its step time
+passes through Python to reach it, and that cost a 4-rank DDP job on CPU 1.23-1.33x its step
 (docs/project/accuracy.md). torch's Flight Recorder keeps each collective's entry in a C++
 ring buffer (``TORCH_FR_BUFFER_SIZE`` calls) at no Python cost; this module only notes the
 wall-clock time of each step end (the optimizer's step hook, or ``commbench.record.step()``)
@@ -17,13 +17,9 @@ durations; and the calls before the buffer's last ``TORCH_FR_BUFFER_SIZE``.
 
 from __future__ import annotations
 
-import atexit
-import functools
 import json
 import os
-import signal
 import socket
-import threading
 import time
 from pathlib import Path
 
@@ -31,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from commbench.core import compat
+from commbench.record import lifecycle
 
 DUMPS = "flight-recorder"
 STEPS_FILE = "fr-steps-{rank}.json"
@@ -77,48 +74,15 @@ def start(folder: str | os.PathLike) -> Flight | None:
         return _active
     flight = Flight(Path(folder))
     _active = flight
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    register_optimizer_step_post_hook(lambda *_: flight.end_step(explicit=False))
-    _dump_before_destroy(flight)
-    atexit.register(flight.dump)
-    _dump_on_sigterm(flight)
+    # dumped while the groups it names still exist (the whole job's destroy, not a subgroup's),
+    # at exit, and at the SIGTERM torchrun sends hung or failed ranks: their dumps say which
+    # call each had reached
+    lifecycle.attach(end_step=flight.end_step,
+                     before_destroy=lambda group: flight.dump() if group is None else None,
+                     at_exit=flight.dump, on_sigterm=flight.dump)
     return flight
 
 
 def mark_step() -> None:
     if _active is not None:
         _active.end_step(explicit=True)
-
-
-def _dump_before_destroy(flight: Flight) -> None:
-    """The buffer is dumped while the groups it names still exist."""
-    from torch.distributed import distributed_c10d
-
-    real = distributed_c10d.destroy_process_group
-
-    @functools.wraps(real)
-    def destroy(*args, **kwargs):
-        group = args[0] if args else kwargs.get("group")
-        if group is None:  # the whole job ends, not one subgroup
-            flight.dump()
-        return real(*args, **kwargs)
-
-    distributed_c10d.destroy_process_group = destroy
-    dist.destroy_process_group = destroy
-
-
-def _dump_on_sigterm(flight: Flight) -> None:
-    """torchrun stops the other ranks with SIGTERM when one fails or hangs: their dumps say
-    which call each had reached. A handler the user installed is left alone."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-
-    def on_term(signum, frame):
-        flight.dump()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-    signal.signal(signal.SIGTERM, on_term)

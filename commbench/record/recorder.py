@@ -26,10 +26,7 @@ up to its last step; at a clean exit the file is rewritten with every group in t
 
 from __future__ import annotations
 
-import atexit
-import functools
 import os
-import signal
 import socket
 import sys
 import threading
@@ -42,6 +39,7 @@ import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from commbench.core import compat
+from commbench.record import lifecycle
 from commbench.record.calls import DESCRIPTORS, Descriptor, bind, dtype_name, first, numel
 from commbench.results import trace as trace_format
 
@@ -399,12 +397,10 @@ def start(folder: str | os.PathLike) -> Recorder | None:
     recorder = Recorder(Path(folder), max_steps=int(steps) if steps else None)
     recorder.__enter__()
     _active = recorder
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    register_optimizer_step_post_hook(lambda *_: recorder.end_step(explicit=False))
-    _settle_before_destroy(recorder)
-    atexit.register(recorder.close)
-    _flush_on_sigterm(recorder)
+    # destroy_process_group waits for the recorder's callbacks first (Recorder.settle);
+    # torchrun's SIGTERM to the other ranks when one fails keeps their records
+    lifecycle.attach(end_step=recorder.end_step, before_destroy=lambda group: recorder.settle(),
+                     at_exit=recorder.close, on_sigterm=recorder.crash_flush)
     return recorder
 
 
@@ -416,37 +412,6 @@ def mark_step() -> None:
 
 def active() -> Recorder | None:
     return _active
-
-
-def _settle_before_destroy(recorder: Recorder) -> None:
-    """``destroy_process_group`` waits for the recorder's callbacks first (Recorder.settle)."""
-    from torch.distributed import distributed_c10d
-
-    real = distributed_c10d.destroy_process_group
-
-    @functools.wraps(real)
-    def destroy(*args, **kwargs):
-        recorder.settle()
-        return real(*args, **kwargs)
-
-    distributed_c10d.destroy_process_group = destroy
-    dist.destroy_process_group = destroy
-
-
-def _flush_on_sigterm(recorder: Recorder) -> None:
-    """torchrun stops the other ranks with SIGTERM when one fails; keep their records. A
-    handler the user installed is left alone."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return
-
-    def on_term(signum, frame):
-        recorder.crash_flush()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-    signal.signal(signal.SIGTERM, on_term)
 
 
 def _dropped(text: str, rank: int) -> int:
