@@ -115,8 +115,8 @@ def _trace_from_dumps(folder: Path) -> None:
             print(f"commbench record: warning: {path}: unreadable step ends", file=sys.stderr)
     torch = next((h["torch"] for h in hosts.values() if h["torch"]), "?")
     nothing = ("commbench record: the ranks ran but torch's Flight Recorder kept no call "
-               f"(torch {torch}: no dumper, or it does not record this backend; torch 2.4's "
-               "keeps none on gloo): record without --flight-recorder")
+               f"(torch {torch}: no dumper, or it does not record this backend; torch 2.4 and "
+               "2.6 keep none on gloo): record without --flight-recorder")
     dumps = folder / FR_DUMPS
     if not dumps.is_dir() or not any(dumps.iterdir()):
         if noted_files:  # ranks ran and noted their steps, but dumped nothing
