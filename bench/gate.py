@@ -19,7 +19,9 @@ rule can be judged again on the same launches without running them again:
 ``rejudge --scratch DIR``: every stored trial judged by this checkout's compare (the recipe)
 and paired test (``ab``), the same figures as ``report``; what a changed rule does to runs
 already made. A rule changed after seeing these runs is judged on them in-sample: a fresh
-study says the rest.
+study says the rest. ``rejudge --scratch DIR --history K``: the recipe's trials judged as a CI
+runner with a history store judges them (``compare --noise-from``), the store holding the
+base runs of the K trials made before each (main's last K runs; the first K are left out).
 
 ``project --scratch DIR``: how ``ab``'s gate would do at more pairs, projected by drawing
 pairs of launches (with replacement) from the stored A/A runs' launch ratios, a planted
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import functools
 import json
 import math
 import os
@@ -189,13 +192,14 @@ def recipe_trial(scratch: Path, index: int, factor: float, sizes: str) -> dict:
                      time.perf_counter() - started), "folder": str(scratch / tag)}
 
 
-def ab_trial(scratch: Path, index: int, factor: float, sizes: str) -> dict:
+def ab_trial(scratch: Path, index: int, factor: float, sizes: str,
+             pairs: int = AB_PAIRS) -> dict:
     """One ab run of the same command on both sides (side B slowed by ``factor`` unless 1)."""
     slowed = ["--env-b", _fault(factor)] if factor != 1 else []
     started = time.perf_counter()
     name = f"ab-{factor}-{index}-{time.time_ns()}"
     done = subprocess.run(
-        [PYTHON, "-m", "commbench", "ab", "--pairs", str(AB_PAIRS), *slowed,
+        [PYTHON, "-m", "commbench", "ab", "--pairs", str(pairs), *slowed,
          "--fail-on-regression", "--json", "--out", str(scratch), "--name", name, "--",
          "allreduce", "--sizes", sizes, "--nproc", "2", *AB_BUDGET],
         capture_output=True, text=True)
@@ -203,19 +207,22 @@ def ab_trial(scratch: Path, index: int, factor: float, sizes: str) -> dict:
         raise RuntimeError(done.stderr[-2000:])
     rows, summary = _verdicts(done.stdout)
     return {**_trial("ab", factor, sizes, done.returncode, rows, summary,
-                     time.perf_counter() - started), "folder": str(scratch / name)}
+                     time.perf_counter() - started, pairs), "folder": str(scratch / name)}
 
 
 def _trial(mode: str, factor: float, sizes: str, code: int, rows: list[dict], summary: dict,
-           wall: float) -> dict:
+           wall: float, pairs: int = AB_PAIRS) -> dict:
     return {"mode": mode, "factor": factor, "sizes": sizes, "failed": code == 1,
             "rows": len(rows), "rows_slower": sum(r["verdict"] == "slower" for r in rows),
             "rows_familywise": sum(r.get("familywise") == "slower" for r in rows),
             "rows_noisy": sum(r["verdict"] == "noisy" for r in rows),
             "ratios": [round(r["ratio"], 4) for r in rows], "wall_s": round(wall, 1),
-            "budget": " ".join(RECIPE_BUDGET) if mode == "recipe" else
-            f"--pairs {AB_PAIRS} {' '.join(AB_BUDGET)}", "when": time.strftime("%H:%M"),
+            "budget": _budget(mode, pairs), "when": time.strftime("%H:%M"),
             "load": round(os.getloadavg()[0], 2)}
+
+
+def _budget(mode: str, pairs: int) -> str:
+    return " ".join(RECIPE_BUDGET) if mode == "recipe" else f"--pairs {pairs} {' '.join(AB_BUDGET)}"
 
 
 def _read_state(state: Path) -> list[dict]:
@@ -225,25 +232,26 @@ def _read_state(state: Path) -> list[dict]:
 
 
 def study(state: Path, modes: list[str], runs: int, power_runs: int, factors: list[float],
-          minutes: float, sizes: str) -> None:
+          minutes: float, sizes: str, ab_pairs: int = AB_PAIRS) -> None:
     """Trials until each (mode, factor) has its count, or ``minutes`` have passed; the lock
     is taken per trial, so other users' runs go between them."""
     deadline = time.monotonic() + 60 * minutes
     scratch = Path(tempfile.mkdtemp(prefix="commbench-gate-study-"))
     state.parent.mkdir(parents=True, exist_ok=True)
-    trial = {"recipe": recipe_trial, "ab": ab_trial}
+    trial = {"recipe": recipe_trial, "ab": functools.partial(ab_trial, pairs=ab_pairs)}
     wanted = [(mode, factor, runs if factor == 1 else power_runs)
               for factor in (1.0, *factors) for mode in modes]
     while time.monotonic() < deadline:
         done = _read_state(state)
         todo = [(mode, factor) for mode, factor, count in wanted
                 if sum(t["mode"] == mode and t["factor"] == factor and t["sizes"] == sizes
-                       for t in done) < count]
+                       and t["budget"] == _budget(mode, ab_pairs) for t in done) < count]
         if not todo:
             break
         # the (mode, factor) with the fewest trials first: a short slice samples them all
         mode, factor = min(todo, key=lambda key: sum(
-            t["mode"] == key[0] and t["factor"] == key[1] for t in done))
+            t["mode"] == key[0] and t["factor"] == key[1]
+            and t["budget"] == _budget(key[0], ab_pairs) for t in done))
         index = sum(t["mode"] == mode and t["factor"] == factor for t in done)
         with ranks_lock():
             try:
@@ -308,21 +316,53 @@ def _stored_trials(scratch: Path) -> list[tuple[str, float, Path]]:
     return found
 
 
-def rejudge(scratch: Path) -> list[dict]:
-    """Every stored trial judged again by this checkout's rules, as report() counts them."""
+def _made_at(folder: Path) -> int:
+    """A stored trial's start (the time_ns its folder name ends with, before ``-base``)."""
+    return int(folder.name.removesuffix("-base").rsplit("-", 1)[1])
+
+
+def _history_of(scratch: Path, earlier: list[Path], store: Path) -> None:
+    """A history store holding ``earlier`` recipe trials' base runs: what a CI runner's store
+    holds of main after as many runs."""
+    store.unlink(missing_ok=True)
+    subprocess.run([PYTHON, "-m", "commbench", "history", "add", *map(str, earlier),
+                    "--db", f"sqlite:///{store}"], capture_output=True, text=True, check=True)
+
+
+def rejudge(scratch: Path, history: int = 0) -> list[dict]:
+    """Every stored trial judged again by this checkout's rules, as report() counts them.
+
+    ``history`` K > 0: each recipe trial is judged as a CI runner with a history store judges
+    it (``compare --noise-from``), the store holding the base runs of the K recipe trials made
+    just before it (main's last K runs); the first K trials, which have no such past, are left
+    out and counted in ``skipped``. ``ab`` trials are not judged then."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from commbench.compare.familywise import judge
     from commbench.compare.paired import paired_rows
 
     trials = []
-    for mode, factor, folder in _stored_trials(scratch):
+    stored = _stored_trials(scratch)
+    bases = sorted((folder for mode, _, folder in stored if mode == "recipe"), key=_made_at)
+    skipped = 0
+    for mode, factor, folder in stored:
         if mode == "recipe":
             new = folder.with_name(folder.name[: -len("-base")] + "-new")
+            noise: list[str] = []
+            if history:
+                earlier = [b for b in bases if _made_at(b) < _made_at(folder)][-history:]
+                if len(earlier) < history:
+                    skipped += 1
+                    continue
+                store = scratch.parent / f"{scratch.name}-history.db"
+                _history_of(scratch, earlier, store)
+                noise = ["--noise-from", f"sqlite:///{store}"]
             done = subprocess.run([PYTHON, "-m", "commbench", "compare", str(folder), str(new),
-                                   "--fail-on-regression", "--json"],
+                                   "--fail-on-regression", "--json", *noise],
                                   capture_output=True, text=True)
             rows, summary = _verdicts(done.stdout)
             trials.append(_trial(mode, factor, SIZES, done.returncode, rows, summary, 0.0))
+            continue
+        if history:
             continue
         sides = [[json.loads(line) for line in (folder / side / "results.jsonl").read_text()
                   .splitlines()] for side in ("A", "B")]
@@ -331,8 +371,10 @@ def rejudge(scratch: Path) -> list[dict]:
         trials.append(_trial(mode, factor, SIZES, 1 if gate.slower else 0,
                              frame.to_dict("records"), {}, 0.0))
     for found in trials:
-        found["budget"] += " (re-judged)"
+        found["budget"] += (f" (re-judged, --noise-from the {history} runs before)" if history
+                            else " (re-judged)")
     return [{k: v for k, v in figure.items() if k not in ("wall_s_median", "load_range")}
+            | ({"skipped_without_history": skipped} if history else {})
             for figure in _figures(trials)]
 
 
@@ -394,8 +436,11 @@ def main(argv=None) -> int:
                             help="a study's scratch folder (/tmp/commbench-gate-study-*)")
         parser.add_argument("--pairs", type=int, nargs="+", default=[5, 10, 20, 30, 40, 50])
         parser.add_argument("--factors", type=float, nargs="+", default=[1.0, *FACTORS])
+        parser.add_argument("--history", type=int, default=0, metavar="K",
+                            help="rejudge: the recipe judged with --noise-from a store of "
+                            "the K recipe runs made before each")
         args = parser.parse_args(argv)
-        found = (rejudge(args.scratch) if args.part == "rejudge"
+        found = (rejudge(args.scratch, args.history) if args.part == "rejudge"
                  else project(args.scratch, args.pairs, args.factors))
         for figure in found:
             print(json.dumps(figure))
@@ -411,10 +456,12 @@ def main(argv=None) -> int:
         parser.add_argument("--factors", type=float, nargs="*", default=list(FACTORS))
         parser.add_argument("--minutes", type=float, default=4.0, help="this slice's length")
         parser.add_argument("--sizes", default=SIZES)
+        parser.add_argument("--ab-pairs", type=int, default=AB_PAIRS,
+                            help="ab's --pairs (a study counts each budget apart)")
         args = parser.parse_args(argv)
         if args.part == "study":
             study(args.state, args.mode, args.runs, args.power_runs, args.factors,
-                  args.minutes, args.sizes)
+                  args.minutes, args.sizes, args.ab_pairs)
         for figure in report(args.state):
             print(json.dumps(figure))
         return 0
