@@ -1,9 +1,10 @@
 """--overlap against a hand-written reference, and what the alternation costs.
 
 Reference: two gloo ranks started with torch.multiprocessing, each with a thread of matmuls
-beside a loop of all_reduce, everything timed by hand with perf_counter: per round, a block of
-all_reduce alone, a block beside the matmul thread (the matmuls that ended inside it are the
-compute beside), a block of matmuls alone on a thread, a barrier before each block, the order
+(one for the launch: ComputeThread) beside a loop of all_reduce, everything timed by hand with
+perf_counter: per round, a block of all_reduce alone, a block beside the matmul thread (the
+matmuls that ended inside it are the compute beside), a block of matmuls alone on that thread,
+a barrier before each block, the order
 reversed every other round; ratios of the medians over rounds. Its ranks are placed as
 commbench places its own (the timing thread on a core, every other thread over all CPUs, one
 intra-op thread). ``bench/overlap_same_harness.py`` runs commbench's own loop inside this
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue as queue_module
 import socket
 import statistics
 import subprocess
@@ -88,12 +90,44 @@ def spread(cpus: set[int]) -> None:
             os.sched_setaffinity(int(task), cpus)
 
 
-def _reference_rank(rank: int, port: int, queue, size: int, side: int,
-                    seconds: float) -> None:
+class ComputeThread:
+    """The reference's compute runs here: one thread for the whole launch, over ``cpus``, as a
+    job's compute thread lives through the job (and commbench's MatmulLoad through a run).
+    The reference first started a thread per block, and the collective calls of the next few
+    hundred milliseconds then ran slow: its comm-alone blocks read 1.0-2.1 ms a call against
+    0.33-0.88 ms with one thread for the run (bench/overlap_settling.py, 2026-12-07)."""
+
+    def __init__(self, cpus: set[int]) -> None:
+        self._jobs: queue_module.Queue = queue_module.Queue()
+        self._done: queue_module.Queue = queue_module.Queue()
+        self._cpus = cpus
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        os.sched_setaffinity(0, self._cpus)  # not the timing thread's core alone
+        while (job := self._jobs.get()) is not None:
+            job()
+            self._done.put(True)
+
+    def start(self, job) -> None:
+        self._jobs.put(job)
+
+    def wait(self) -> None:
+        self._done.get()
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join(timeout=30)
+
+
+def reference_loop(size: int, side: int, seconds: float):
+    """The reference's kernel and timed loop of all_reduce, warmed up, and its calls and
+    kernels per block (the same on both ranks); bench/overlap_settling.py cuts the rounds
+    around them down."""
     import torch
     import torch.distributed as dist
 
-    cpus = join_placed(rank, port)
     buf = torch.ones(max(1, size // 4))
     a = torch.rand(side, side)
     out = torch.empty_like(a)
@@ -120,8 +154,19 @@ def _reference_rank(rank: int, port: int, queue, size: int, side: int,
     kernels = max(1, int(share / per_kernel))
     numbers = torch.tensor([float(calls), float(kernels)])
     dist.all_reduce(numbers, op=dist.ReduceOp.MAX)  # the same counts on both ranks
-    calls, kernels = int(numbers[0]), int(numbers[1])
+    return kernel, timed_calls, int(numbers[0]), int(numbers[1])
+
+
+def _reference_rank(rank: int, port: int, queue, size: int, side: int,
+                    seconds: float) -> None:
+    import torch.distributed as dist
+
+    cpus = join_placed(rank, port)
+    clock = time.perf_counter
+    kernel, timed_calls, calls, kernels = reference_loop(size, side, seconds)
+    compute = ComputeThread(cpus)
     sides: dict[str, list[float]] = {k: [] for k in ("comm", "comm_b", "comp", "comp_b")}
+
     def comm_alone() -> None:
         for _ in range(BLOCKS):
             dist.barrier()
@@ -133,19 +178,17 @@ def _reference_rank(rank: int, port: int, queue, size: int, side: int,
             stop, spans = threading.Event(), []
 
             def loop(stop=stop, spans=spans) -> None:
-                os.sched_setaffinity(0, cpus)  # not the timing thread's core alone
                 while not stop.is_set():
                     begin = clock()
                     kernel()
                     spans.append((begin, clock()))
 
-            worker = threading.Thread(target=loop)
-            worker.start()
+            compute.start(loop)
             begin = clock()
             sides["comm_b"].append(timed_calls(calls))
             end = clock()
             stop.set()
-            worker.join()
+            compute.wait()
             inside = [b - a for a, b in spans if a >= begin and b <= end]
             if inside:
                 sides["comp_b"].append(sum(inside) / len(inside))
@@ -154,22 +197,21 @@ def _reference_rank(rank: int, port: int, queue, size: int, side: int,
         for _ in range(BLOCKS):
             dist.barrier()
 
-            def alone(times=sides["comp"]) -> None:
-                os.sched_setaffinity(0, cpus)  # where the beside loop runs, as commbench's
+            def alone(times=sides["comp"]) -> None:  # where the beside loop runs
                 start = clock()
                 for _ in range(kernels):
                     kernel()
                 times.append((clock() - start) / kernels)
 
-            worker = threading.Thread(target=alone)
-            worker.start()
-            worker.join()
+            compute.start(alone)
+            compute.wait()
 
     phases = [comm_alone, beside, compute_alone]
     for index in range(ROUNDS):
         # each side follows and precedes the others alike (as commbench alternates)
         for phase in (phases if index % 2 == 0 else phases[::-1]):
             phase()
+    compute.close()
     queue.put((rank, sides))
     dist.barrier()
     dist.destroy_process_group()
