@@ -17,6 +17,7 @@ from pathlib import Path
 
 from commbench.compare.familywise import DEFAULT_ALPHA, judge
 from commbench.compare.gate import gate_failures, summary_lines
+from commbench.compare.noise import holds_from
 from commbench.compare.runs import Comparison, compare_runs, parse_threshold
 from commbench.core.errors import EXIT_FINDING, EXIT_OK, CommbenchError, UsageError
 from commbench.results import load_run
@@ -46,7 +47,8 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
     lines = summary_lines(result, threshold, metric, gate, source)
     summary = {**result.counts(), "threshold": threshold, "metric": metric, "alpha": alpha,
                "rule": gate.rule, "familywise_slower": gate.slower, "noise": lines[-1],
-               "noise_from": source, "kept_apart": result.apart, "missing": result.missing,
+               "noise_from": source, "holds_from": holds_from(result.frame, alpha, threshold),
+               "kept_apart": result.apart, "missing": result.missing,
                "incomplete": result.incomplete, "warnings": result.warnings}
     if json_rows:
         shown.print_json(result.frame, summary)

@@ -5,7 +5,7 @@ reasons ``--fail-on-regression`` fails. Text from data; no torch."""
 from __future__ import annotations
 
 from commbench.compare.familywise import Gate
-from commbench.compare.noise import noise_line
+from commbench.compare.noise import holds_from, noise_line
 from commbench.compare.runs import Comparison
 
 
@@ -24,7 +24,8 @@ def summary_lines(result: Comparison, threshold: float, metric: str, gate: Gate,
     if result.incomplete:
         gaps.append("; ".join(result.incomplete))
     text += f"; {'; '.join(gaps)}" if gaps else ""
-    return [text, gate.line(), noise or noise_line(result.frame, source)]
+    floor = holds_from(result.frame, gate.alpha, threshold)
+    return [text, gate.line(), noise or noise_line(result.frame, source, floor)]
 
 
 def gate_failures(result: Comparison, gate: Gate, allow_partial: bool) -> list[str]:

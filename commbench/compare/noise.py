@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from commbench.compare.familywise import Z95, interval_p_value
 
@@ -106,15 +107,38 @@ def apply_run_spread(frame, spreads: Sequence[RunSpread | None], threshold: floa
     frame["noise"], frame["run_spread"], frame["history_runs"] = noise, spread_used, runs_seen
 
 
-def noise_line(frame, source: str | None) -> str:
-    """The summary's words on what noise the verdicts rest on."""
+def holds_from(frame, alpha: float, threshold: float) -> float | None:
+    """The smallest slowdown (a time ratio) at which any row judged with a history could hold
+    under Holm's correction at ``alpha``; None where no row used one.
+
+    Why: a history makes the gate quiet by widening intervals, and the price (the slowdowns
+    it can no longer see) should be on the page, not found out. Holm's first step asks the
+    most significant of the ``len(frame)`` rows for p <= alpha / rows; a row's interval is at
+    least +-Z95 x sqrt(2) x spread on the log scale, read as a normal (SE sqrt(2) x spread),
+    so its ratio must reach exp(z x sqrt(2) x spread), z the normal quantile of
+    1 - alpha / (2 x rows), and beyond ``threshold``. The least noisy row sets the figure; a
+    row's within-run interval can only make it larger."""
+    if "run_spread" not in frame or not len(frame):
+        return None
+    spreads = [v for v in frame["run_spread"] if v is not None and v == v]
+    if not spreads:
+        return None
+    z = NormalDist().inv_cdf(1 - alpha / (2 * len(frame)))
+    return max(1 + threshold, math.exp(z * math.sqrt(2) * min(spreads)))
+
+
+def noise_line(frame, source: str | None, floor: float | None = None) -> str:
+    """The summary's words on what noise the verdicts rest on (``floor``: holds_from's
+    figure, said where a history was used)."""
     if source is None or "run_spread" not in frame:
         return f"noise: {WITHIN_ONLY} (no --noise-from store)"
     used = sum(value is not None and value == value for value in frame["run_spread"])
+    blind = (f"; at that spread no row can hold below {floor:.2f}x" if floor is not None
+             else "")
     if used == len(frame):
-        return f"noise: within-run and run-to-run from {source}"
+        return f"noise: within-run and run-to-run from {source}{blind}"
     if used == 0:
         return (f"noise: {WITHIN_ONLY} ({source} holds fewer than {MIN_RUNS} past runs of "
                 "every row's series)")
     return (f"noise: run-to-run from {source} on {used} of {len(frame)} rows; the rest "
-            f"{WITHIN_ONLY} (fewer than {MIN_RUNS} past runs)")
+            f"{WITHIN_ONLY} (fewer than {MIN_RUNS} past runs){blind}")
