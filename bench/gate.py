@@ -321,7 +321,7 @@ def _made_at(folder: Path) -> int:
     return int(folder.name.removesuffix("-base").rsplit("-", 1)[1])
 
 
-def _history_of(scratch: Path, earlier: list[Path], store: Path) -> None:
+def _history_of(earlier: list[Path], store: Path) -> None:
     """A history store holding ``earlier`` recipe trials' base runs: what a CI runner's store
     holds of main after as many runs."""
     store.unlink(missing_ok=True)
@@ -354,7 +354,7 @@ def rejudge(scratch: Path, history: int = 0) -> list[dict]:
                     skipped += 1
                     continue
                 store = scratch.parent / f"{scratch.name}-history.db"
-                _history_of(scratch, earlier, store)
+                _history_of(earlier, store)
                 noise = ["--noise-from", f"sqlite:///{store}"]
             done = subprocess.run([PYTHON, "-m", "commbench", "compare", str(folder), str(new),
                                    "--fail-on-regression", "--json", *noise],

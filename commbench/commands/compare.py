@@ -44,10 +44,11 @@ def run_compare(paths: list[str], threshold_text: str, metric: str, sizes: str |
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
     columns, rows = shown.gate_table(result.frame, metric, alpha)
-    lines = summary_lines(result, threshold, metric, gate, source)
+    floor = holds_from(result.frame, alpha, threshold)  # the line and --json say the same
+    lines = summary_lines(result, threshold, metric, gate, source, floor=floor)
     summary = {**result.counts(), "threshold": threshold, "metric": metric, "alpha": alpha,
                "rule": gate.rule, "familywise_slower": gate.slower, "noise": lines[-1],
-               "noise_from": source, "holds_from": holds_from(result.frame, alpha, threshold),
+               "noise_from": source, "holds_from": floor,
                "kept_apart": result.apart, "missing": result.missing,
                "incomplete": result.incomplete, "warnings": result.warnings}
     if json_rows:

@@ -5,14 +5,16 @@ reasons ``--fail-on-regression`` fails. Text from data; no torch."""
 from __future__ import annotations
 
 from commbench.compare.familywise import Gate
-from commbench.compare.noise import holds_from, noise_line
+from commbench.compare.noise import noise_line
 from commbench.compare.runs import Comparison
 
 
 def summary_lines(result: Comparison, threshold: float, metric: str, gate: Gate,
-                  source: str | None, noise: str | None = None) -> list[str]:
+                  source: str | None, noise: str | None = None,
+                  floor: float | None = None) -> list[str]:
     """One line each: the verdict counts and gaps, the gate, the noise (``noise``: what the
-    intervals rest on where it is not a history store, as ab's paired launches)."""
+    intervals rest on where it is not a history store, as ab's paired launches; ``floor``:
+    noise.holds_from's figure where a history store was used)."""
     counts = result.counts()
     text = (f"{counts['slower']} slower, {counts['faster']} faster, {counts['noisy']} noisy, "
             f"{counts['same']} same (threshold {threshold:.0%}, metric {metric})")
@@ -24,7 +26,6 @@ def summary_lines(result: Comparison, threshold: float, metric: str, gate: Gate,
     if result.incomplete:
         gaps.append("; ".join(result.incomplete))
     text += f"; {'; '.join(gaps)}" if gaps else ""
-    floor = holds_from(result.frame, gate.alpha, threshold)
     return [text, gate.line(), noise or noise_line(result.frame, source, floor)]
 
 
