@@ -385,10 +385,10 @@ def project(scratch: Path, pairs: list[int], factors: list[float], draws: int = 
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from commbench.compare.familywise import DEFAULT_ALPHA, holm
-    from commbench.compare.student import t_two_sided_p
+    from commbench.core.student import t_two_sided_p
 
     def _paired_p(logs: list[float]) -> tuple[float, float]:
-        """(mean, two-sided p) of ab's paired t (compare.student.paired_t without the
+        """(mean, two-sided p) of ab's paired t (core.student.paired_t without the
         interval, whose quantile search is what would make 50,000 draws slow)."""
         mean = sum(logs) / len(logs)
         sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / (len(logs) - 1))

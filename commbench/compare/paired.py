@@ -11,7 +11,7 @@ table is the geometric mean of its paired launch medians, so that new / baseline
 the pairs give.
 
 Rows in, a comparison frame out (compare_rows' columns: verdicts, ratio and interval); no
-torch. Student's t lives in compare/student.py.
+torch. Student's t lives in core/student.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from commbench.compare.runs import compare_rows, verdict
-from commbench.compare.student import paired_t
+from commbench.core.student import paired_t
 from commbench.results.launches import plain
 from commbench.results.schema import KEY_COLUMNS
 

@@ -5,7 +5,7 @@ Data in, data out; never imports torch. The verdict rule lives in ``verdict`` al
 ``slower`` (``faster``) when the ratio of medians is beyond the threshold **and** significant,
 its 95 % interval entirely above (below) 1. The interval comes from the spread each run
 measured. Where both runs hold two or more launches (``--repeat``), the launch is the unit:
-Welch's t on the log of each launch's median (compare.student.welch_t), because a launch lands
+Welch's t on the log of each launch's median (core.student.welch_t), because a launch lands
 on a fast or a slow level as a whole, and a bootstrap over five launches (or over rounds and
 blocks inside them) reads that spread several times too narrow at the gate's 1 % level. Runs of
 one launch keep the bootstrap of the median over rounds, then the blocks of a round
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from commbench.compare.student import welch_t
 from commbench.core.errors import UsageError
 from commbench.core.sizes import format_size, parse_size
 from commbench.core.stats import Nested, ratio_interval
+from commbench.core.student import welch_t
 from commbench.results import Run, meta_value
 from commbench.results.launches import plain as _plain
 from commbench.results.launches import pool_launches

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from commbench.core.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CONFIDENCE
+from commbench.results.overlap import efficiency
 
 
 @dataclass(frozen=True)
@@ -80,15 +81,6 @@ def paired_ratio(base: list[np.ndarray], new: list[np.ndarray],
     alpha = 1 - confidence
     low, high = np.quantile(ratios, [alpha / 2, 1 - alpha / 2])
     return ratio, min(float(low), ratio), max(float(high), ratio)
-
-
-def efficiency(comm_slowdown: float, compute_slowdown: float) -> float:
-    """(t_comm + t_compute - t_both) / min(t_comm, t_compute) for the pair of workloads that
-    ran together in one window t_both (module docstring)."""
-    if not (comm_slowdown > 0 and compute_slowdown > 0):
-        return math.nan
-    comm, compute = 1 / comm_slowdown, 1 / compute_slowdown  # t_side / t_both
-    return (comm + compute - 1) / min(comm, compute)
 
 
 def matmul_gflops(side: int, seconds: float) -> float:

@@ -32,9 +32,11 @@ def pooled_table_lines(rows: list[dict], launches: int, width: int | None) -> li
         record = part[0]
         per_group = not all(is_combined(r) for r in part)
         per_call, routed = tables.has_calls(record), tables.is_routed(record)
-        columns = tables.sweep_columns(per_group, several, backends[0], per_call, routed)
+        contended = tables.contention(record)  # --overlap, --background: pooled columns too
+        columns = tables.sweep_columns(per_group, several, backends[0], per_call, routed,
+                                       contended)
         cells = [tables.sweep_row(r, per_group, several, first.get(tables.reference_key(r)),
-                                  per_call, routed) for r in part]
+                                  per_call, routed, contended) for r in part]
         layout = Layout(columns, cells, width)
         backend = f" {record['backend']}" if not several else ""
         lines.append(f"# {tables.group_title(record)}{backend} [{tables.timing_note(record)}]")

@@ -22,6 +22,7 @@ from commbench.core.stats import (
     resampled_medians,
 )
 from commbench.results import Run
+from commbench.results.overlap import pooled_overlap
 from commbench.results.schema import KEY_COLUMNS
 
 POOL_SEED = 0  # the pooled interval's bootstrap: the same rows, the same interval
@@ -131,6 +132,8 @@ def merged(part: list[dict], launches: Nested) -> dict:
         values = [float(r[name]) for r in part if plain(r.get(name)) is not None]
         if values:
             row[name] = float(np.median(values))
+    if plain(first.get("overlap")) or plain(first.get("background")):
+        row.update(pooled_overlap(part))  # the launch is the unit (results.overlap)
     if first.get("msg_rate"):
         row["msg_rate"] = float(first["msg_rate"]) * scale
     if first.get("wall_s") is not None:

@@ -9,7 +9,7 @@ from commbench.cli import main
 from commbench.commands.ab import launch_order
 from commbench.compare.familywise import judge
 from commbench.compare.paired import paired_rows
-from commbench.compare.student import paired_t, t_quantile, t_two_sided_p
+from commbench.core.student import paired_t, t_quantile, t_two_sided_p
 
 
 def run(args, capsys):

@@ -494,10 +494,10 @@ def test_every_launch_slower_fails_the_gate_under_welch(tmp_path, capsys):
 
 
 def test_welch_t_agrees_with_scipy():
-    """compare.student.welch_t against SciPy's own Welch test (an independent
+    """core.student.welch_t against SciPy's own Welch test (an independent
     implementation): the p-value and the interval's half-width."""
     stats = pytest.importorskip("scipy.stats")
-    from commbench.compare.student import welch_t
+    from commbench.core.student import welch_t
 
     base = [0.10, 0.31, -0.05, 0.22, 0.02]
     new = [0.41, 0.18, 0.66, 0.35, 0.52, 0.47]

@@ -1,5 +1,6 @@
-"""Student's t for the gate's launch-level tests: ``ab``'s paired launch ratios and
-``compare``'s two ``--repeat`` runs (Welch's test on their launch medians).
+"""Student's t wherever the launch is the unit: ``ab``'s paired launch ratios, ``compare``'s
+two ``--repeat`` runs (Welch's test on their launch medians), and the overlap slowdowns of a
+``--repeat`` run pooled over its launches (results.launches).
 
 Why the t distribution and not the normal: a gate judges five or ten launches a side, and at
 a family-wise 1 % the normal quantile (2.58) is far below t's with 4-8 degrees of freedom
