@@ -51,9 +51,17 @@ def _rank(rank: int, port: int, queue, size: int, side: int, seconds: float) -> 
         def median(parts) -> float:
             return float(np.median(np.concatenate([p.mean(axis=0) for p in parts])))
 
+        def kernels(parts) -> float:  # each rank's own kernels, averaged block by block
+            return float(np.nanmedian(np.concatenate([np.nanmean(p, axis=0) for p in parts])))
+
         alone, beside = median(samples.comm_alone), median(samples.comm_beside)
+        kernel_alone, kernel_beside = kernels(samples.compute_alone), kernels(
+            samples.compute_beside)
         queue.put({"comm_slowdown": beside / alone, "comm_alone_us": alone * 1e6,
-                   "comm_beside_us": beside * 1e6})
+                   "comm_beside_us": beside * 1e6,
+                   "compute_slowdown": kernel_beside / kernel_alone,
+                   "compute_alone_us": kernel_alone * 1e6,
+                   "compute_beside_us": kernel_beside * 1e6})
     dist.barrier()
     dist.destroy_process_group()
 
