@@ -90,9 +90,10 @@ def merged(part: list[dict], launches: Nested) -> dict:
     own calls is combined as far as the rows allow: min and max over the launches, the mean
     weighted by iterations, the standard deviation by the law of total variance, p10, p90
     and p99 the median launch's. Counts (iterations, samples, wrong elements, wall time)
-    add up; skew and the slowest rank are the most skewed launch's. ``samples_us`` and
-    ``round_samples`` hold every launch's in launch order (their rounds are not one launch's
-    rounds: re-pool from the raw rows, as compare does).
+    add up; skew and the slowest rank are the most skewed launch's; an --overlap or
+    --background row's slowdowns, rates and load come from every launch (results.overlap).
+    ``samples_us`` and ``round_samples`` hold every launch's in launch order (their rounds are
+    not one launch's rounds: re-pool from the raw rows, as compare does).
     """
     first = part[0]
     samples = np.concatenate([r for launch in launches for r in launch]) if any(
