@@ -31,6 +31,7 @@ import numpy as np
 from commbench import collectives
 from commbench.core.errors import UsageError
 from commbench.model.estimate import Estimate, Term
+from commbench.results.launches import pooled_rows
 from commbench.results.schema import is_combined
 
 OVERLAPPED = ("dp",)  # parallelisms whose calls run beside compute (module docstring)
@@ -68,9 +69,10 @@ class ExposedStep:
 
 
 def overlap_rows(rows: list[dict], name: str) -> list[dict]:
-    """The --overlap rows of a run (combined rows with a compute beside them); a run without
-    any is bad input for --overlap-from."""
-    found = [row for row in rows if row.get("overlap") and is_combined(row)
+    """The --overlap rows of a run (combined rows with a compute beside them), a --repeat
+    run's pooled over its launches (otherwise the nearest row of a size is its first launch's);
+    a run without any is bad input for --overlap-from."""
+    found = [row for row in pooled_rows(rows) if row.get("overlap") and is_combined(row)
              and not str(row["overlap"]).endswith(":0")]
     if not found:
         raise UsageError(f"--overlap-from {name}: the run has no --overlap rows with compute "

@@ -69,3 +69,19 @@ def test_compare_never_pairs_a_contended_run_with_a_plain_one():
     with pytest.raises(NothingInCommon) as refused:
         compare_rows([plain], [beside])
     assert "overlap" in str(refused.value.args) + str(refused.value)
+
+
+def test_a_repeat_run_prices_with_its_launches_pooled():
+    """A real --repeat 3 --overlap run (tests/fixtures/overlap-repeat): the 1 MiB terms take
+    the nearest size's efficiency pooled over the three launches, not launch 0's."""
+    from commbench.results.launches import pooled_rows
+
+    run = load_run(FIXTURES / "overlap-repeat")
+    result = estimate(load_run(FIXTURES / "model-step").rows, step_spec("7B", dp=8))
+    step = exposed(result, run.rows, run.name)
+    first = step.terms[0]  # allreduce of 1 MiB: nearest measured size 64K
+    pooled = [r for r in pooled_rows(run.rows) if r["size_bytes"] == 65536][0]
+    launch0 = [r for r in run.rows if r["size_bytes"] == 65536 and r["launch"] == 0][0]
+    assert first.basis == "allreduce 64K"
+    assert first.efficiency == pytest.approx(pooled["overlap_efficiency"])
+    assert first.efficiency != pytest.approx(launch0["overlap_efficiency"])
