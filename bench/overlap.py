@@ -288,16 +288,14 @@ def figures(pairs: int, size: int, side: int, seconds: float) -> list[dict]:
 
 def _interval(values: list[float]) -> str:
     """The pairs' geometric mean and its 95 % t interval: how far the median may be from the
-    loops' true ratio (a pair here spreads over 0.5-2.5x, so 8 pairs cannot tell 1.0 from 1.3)."""
+    loops' true ratio (a pair here spreads over 0.3-2.6x, so 8 pairs cannot tell 1.0 from 1.3)."""
     if len(values) < 2:
         return "one pair: no interval"
-    from scipy import stats
+    from commbench.core.student import paired_t
 
-    logs = [math.log(v) for v in values]
-    centre = statistics.mean(logs)
-    half = stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    centre, low, high, _ = paired_t([math.log(v) for v in values])
     return (f"geometric mean {math.exp(centre):.3f}, 95 % "
-            f"{math.exp(centre - half):.3f}-{math.exp(centre + half):.3f}")
+            f"{math.exp(low):.3f}-{math.exp(high):.3f}")
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ def _rank(rank: int, port: int, queue, size: int, side: int, seconds: float) -> 
     import torch.distributed as dist
 
     from commbench.engine.timers import HostTimer
-    from commbench.measure.overlap import MatmulLoad, measure_overlap
+    from commbench.measure.overlap import MatmulLoad, combined_compute, measure_overlap
     from commbench.measure.sampling import Budget
 
     cpus = overlap.join_placed(rank, port)  # as the reference's ranks and commbench's
@@ -51,8 +51,8 @@ def _rank(rank: int, port: int, queue, size: int, side: int, seconds: float) -> 
         def median(parts) -> float:
             return float(np.median(np.concatenate([p.mean(axis=0) for p in parts])))
 
-        def kernels(parts) -> float:  # each rank's own kernels, averaged block by block
-            return float(np.nanmedian(np.concatenate([np.nanmean(p, axis=0) for p in parts])))
+        def kernels(parts) -> float:  # each rank's own kernels, as commbench's row combines them
+            return float(np.median(np.concatenate(combined_compute(parts))))
 
         alone, beside = median(samples.comm_alone), median(samples.comm_beside)
         kernel_alone, kernel_beside = kernels(samples.compute_alone), kernels(

@@ -4,10 +4,11 @@ row's), and the pooling of K launches' overlap columns into one row.
 
 Why the launch is the unit when a ``--repeat`` run is pooled: a fresh launch lands on a level
 of its own (on the 2-core development VM, 4 ms scheduler stalls in a few or in many of its
-calls), and a launch's comm_slowdown moves with it: 40 launch pairs of 2026-12-07 read one
-launch's ratio anywhere from 0.3x to 2.6x another's. A launch's own interval (the paired
-bootstrap over its rounds) cannot see that. So K launches' ratios pool as ``ab`` pools its
-launch pairs: the geometric mean, and Student's t over their logs (K - 1 degrees of freedom).
+calls), and a launch's comm_slowdown moves with it: the same command (allreduce 1 KiB beside
+matmul:256) read 0.95x to 5.19x over 40 launches of 2026-12-07 (bench/overlap.py), and 3 of
+their own intervals (the paired bootstrap over a launch's rounds) did not hold the median.
+So K launches' ratios pool as ``ab`` pools its launch pairs: the geometric mean, and Student's
+t over their logs (K - 1 degrees of freedom).
 """
 
 from __future__ import annotations

@@ -68,10 +68,3 @@ def test_no_compute_pools_to_one_and_keeps_its_efficiency():
     assert row["compute_slowdown"] == row["compute_slowdown_lo"] == row["compute_slowdown_hi"]
     assert row["compute_slowdown"] == 1.0 and row["overlap_efficiency"] == 1.0
     assert row["comm_slowdown_lo"] <= 1.0 <= row["comm_slowdown_hi"]
-
-
-def test_a_plain_repeat_run_has_no_overlap_columns_added():
-    rows = [json.loads(line) for line in (FIXTURE / "results.jsonl").read_text().splitlines()]
-    for row in pooled_rows(rows):
-        assert not row.get("overlap")
-        assert not row.get("comm_slowdown")
