@@ -65,11 +65,14 @@ def join_placed(rank: int, port: int) -> set[int]:
     import torch.distributed as dist
 
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    # One intra-op thread, as in the ranks commbench starts (launch.local sets
-    # OMP_NUM_THREADS=1): with torch's default of a thread per core, the first run of this
-    # bench read the matmul 0.27x and 0.77x as slow beside the collective as alone.
+    # One intra-op thread, as in the ranks commbench starts (cli.main sets OMP_NUM_THREADS=1
+    # before torch is imported): with torch's default of a thread per core, the first run of
+    # this bench read the matmul 0.27x and 0.77x as slow beside the collective as alone.
     # spawn_pair also sets OMP_NUM_THREADS=1 before the ranks start, so the reference runs
-    # under the environment commbench's ranks inherit, whatever thread does the matmul.
+    # under the environment commbench's ranks inherit, whatever thread does the matmul. Until
+    # 2026-12-07 commbench's own CPU ranks did not: forked from a launcher that had imported
+    # torch with an OpenMP team (launch.local.start_method), and their compute_slowdown read
+    # 1.060x the reference's (1.025-1.097, 40 pairs); after the fix 1.001 (0.970-1.034).
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=2)
@@ -133,7 +136,7 @@ def reference_loop(size: int, side: int, seconds: float):
     # Two operands, as a job multiplies two matrices and as commbench's MatmulLoad does, so
     # that both sides run the same kernel. (a @ a was not why commbench's compute_slowdown
     # read 1.06x the reference's: geometric mean 1.059 over 31 pairs with a @ a, 1.060 over 40
-    # with a @ b, 2026-12-07.)
+    # with a @ b; the launcher's OpenMP team was, see join_placed, 2026-12-07.)
     a = torch.rand(side, side)
     b = a.clone()
     out = torch.empty_like(a)

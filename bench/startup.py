@@ -35,6 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
+# As cli.main does before torch is imported: ranks forked from this process (launch.local
+# start_method) must not inherit an OpenMP team.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from commbench.engine import coordination  # noqa: E402
 

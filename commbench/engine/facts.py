@@ -36,9 +36,10 @@ def host_facts(local_rank: int, devices: list[str]) -> dict:
     # Several launcher agents may share a host (torchrun --nnodes 2 on one machine).
     facts["node"] = os.environ.get("GROUP_RANK") or os.environ.get("SLURM_NODEID") or ""
     facts["cpu"] = cpu_model()
-    if "cuda" in devices:
-        import torch
+    import torch
 
+    facts["intra_op_threads"] = torch.get_num_threads()  # the ops' own threads (OMP_NUM_THREADS)
+    if "cuda" in devices:
         index = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
         facts["gpu"] = props.name

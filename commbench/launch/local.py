@@ -29,6 +29,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
 from torch.distributed.elastic.agent.server.api import WorkerSpec
 from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
@@ -314,11 +315,10 @@ def run_local(entry: Callable, args: tuple, *, nproc: int, timeout: float, cuda:
               start_grace: float = START_GRACE_S) -> dict:
     """Run ``entry(rank_env, *args)`` on ``nproc`` local ranks; return rank -> return value.
 
-    CPU-only runs fork the ranks from this process, which has torch imported already (a
-    spawned rank spends a second importing it again); CUDA must not be forked, so runs that
-    touch a GPU spawn. When a rank fails, ``explain(exit_codes, store, nproc, last_words=)``
-    words the one-line reason from what the ranks left in the store and the last line each
-    failed rank wrote to stderr; raises RunFailed with it, or Interrupted.
+    CPU-only runs fork the ranks from this process (start_method says when they spawn). When
+    a rank fails, ``explain(exit_codes, store, nproc, last_words=)`` words the one-line reason
+    from what the ranks left in the store and the last line each failed rank wrote to stderr;
+    raises RunFailed with it, or Interrupted.
 
     ``folder`` (the run folder) keeps each rank's log and, after a stalled start, its stack;
     without one they live in a temporary folder for the launch only.
@@ -327,13 +327,27 @@ def run_local(entry: Callable, args: tuple, *, nproc: int, timeout: float, cuda:
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
     # As torchrun does: ranks sharing a machine must not each start a thread per core, whose
-    # spinning steals the CPU from the ranks being measured (gloo needs no OpenMP).
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # spinning steals the CPU from the ranks being measured (gloo needs no OpenMP). cli.main
+    # sets it before torch is imported; here for other callers (ranks they spawn read it).
+    if not os.environ.get("OMP_NUM_THREADS"):
+        os.environ["OMP_NUM_THREADS"] = "1"
     rendezvous = LoopbackRendezvous(timeout)  # first: its server is forked before any thread
     try:
         return _run_agent(entry, args, nproc, cuda, explain, folder, start_grace, rendezvous)
     finally:
         rendezvous.close()
+
+
+def start_method(cuda: bool, intra_op_threads: int) -> str:
+    """Fork the ranks from this process, which has torch imported (a spawned rank spends a
+    second importing it again), unless they use CUDA, which must not be forked, or this
+    process runs torch on more than one thread: torch then started an OpenMP team as it was
+    imported, and GNU OpenMP is not fork-safe once a team exists. Forked from such a launcher
+    (OMP_NUM_THREADS unset when torch was imported, 2 cores), a rank's 64 x 64 matmul on a
+    thread of its own took 1-7 ms against 8-10 us spawned, so ``--overlap matmul:64`` read
+    compute_slowdown 0.02, and a test process forked the same way died in free() (2026-12-07).
+    cli.main sets OMP_NUM_THREADS=1 before torch is imported; a user's larger value spawns."""
+    return "spawn" if cuda or intra_op_threads > 1 else "fork"
 
 
 def _run_agent(entry: Callable, args: tuple, nproc: int, cuda: bool, explain: Explain,
@@ -354,7 +368,7 @@ def _run_agent(entry: Callable, args: tuple, nproc: int, cuda: bool, explain: Ex
     watchdog = ranklogs.StartWatchdog(rendezvous.store, nproc, start_grace, files,
                                       rendezvous.host.pid)
     agent = _Agent(spec, logs_specs=DefaultLogsSpecs(log_dir=log_dir),
-                   start_method="spawn" if cuda else "fork", watchdog=watchdog)
+                   start_method=start_method(cuda, torch.get_num_threads()), watchdog=watchdog)
     copier = ranklogs.StderrCopier(files)
     handlers = _handlers()
     try:

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 
 import pytest
 
@@ -20,10 +21,12 @@ def sweep(request, tmp_path_factory):
     from tests.conftest import commbench
 
     world = request.param
+    # 2 ranks: the user's OMP_NUM_THREADS is kept; 3 ranks: commbench's own 1 (unless set)
+    env = {"OMP_NUM_THREADS": "2"} if world == 2 else None
     done, run_dir = commbench(
         ["run", "--ops", "all", "--pattern", "all", "--sizes", "8,1K,64K", "--iters", "6",
          "--warmup", "1", "--nproc", str(world), "--name", f"all-{world}"],
-        tmp_path_factory.mktemp(f"n{world}"), timeout=240,
+        tmp_path_factory.mktemp(f"n{world}"), timeout=240, env=env,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return world, done, run_dir
@@ -78,6 +81,10 @@ def test_csv_run_json_summary_and_plots(sweep):
     assert meta["status"] == "complete" and meta["error"] is None
     assert meta["world_size"] == world and meta["launcher"] == "local"
     assert meta["versions"]["torch"] and meta["hosts"]
+    # Forked ranks kept the launcher's OpenMP team (a thread per core) until the ranks set
+    # OMP_NUM_THREADS themselves (launch.local.intra_op_threads); this machine has 2 cores.
+    threads = 2 if world == 2 else int(os.environ.get("OMP_NUM_THREADS") or 1)
+    assert [rank["intra_op_threads"] for rank in meta["ranks"]] == [threads] * world
     assert meta["env"]["GLOO_SOCKET_IFNAME"] == "lo"
     for png in ("bandwidth.png", "latency.png"):  # the run moves data: both plots
         assert (run_dir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -277,7 +277,8 @@ def test_a_survivor_says_it_lost_a_peer_when_a_rank_dies_mid_call(tmp_path):
 # ---- start-up: a stalled start, a rank that dies before it can report --------------------
 
 STALLING_LAUNCH = '''
-import sys, time
+import os, sys, time
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # as cli.main, before torch: the ranks fork
 from commbench.core.errors import RunFailed
 from commbench.engine.failures import explain
 from commbench.engine.scaffold import rank

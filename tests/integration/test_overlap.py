@@ -54,3 +54,18 @@ def test_no_compute_beside_a_background_load_reads_one(tmp_path):
         assert row["compute_slowdown_lo"] <= 1.0 <= row["compute_slowdown_hi"]
         assert row["overlap"] == "matmul:0" and row["wrong"] == 0
         assert row["background"] == "64K" and row["background_busbw"] > 0
+
+
+@pytest.mark.capability
+def test_a_small_kernel_is_not_read_faster_beside_the_collective_than_alone(tmp_path):
+    """matmul:64 takes about 10 us here. Ranks forked from a launcher that had imported torch
+    with an OpenMP team (launch.local.start_method) ran it at 1-7 ms on the load's thread
+    when alone, and compute_slowdown read 0.02 (interval 0.01-0.10): beside the collective
+    fifty times faster than alone. The interval must not say beside is faster."""
+    _, run_dir = commbench(
+        ["allreduce", "--nproc", "2", "--sizes", "1K", "--overlap", "matmul:64",
+         "--min-time", "0.5", "--rounds", "6", "--quiet", "--name", "small"],
+        tmp_path, timeout=240, check_rc=0)
+    (row,) = read_rows(run_dir)
+    assert row["compute_slowdown_lo"] <= row["compute_slowdown"] <= row["compute_slowdown_hi"]
+    assert row["compute_slowdown_hi"] >= 1.0, row

@@ -20,6 +20,7 @@ from commbench.launch.local import (
     _processes,
     _rank_ends,
     _run_entry,
+    start_method,
 )
 
 
@@ -181,3 +182,24 @@ def test_without_the_ranks_it_keeps_the_cadence():
     started = time.monotonic()
     _await_end_or_tick(None, 0.2)
     assert time.monotonic() - started >= 0.2
+
+
+def test_ranks_are_forked_only_from_a_launcher_without_an_openmp_team():
+    assert start_method(cuda=False, intra_op_threads=1) == "fork"
+    assert start_method(cuda=False, intra_op_threads=2) == "spawn"  # a team exists: not safe
+    assert start_method(cuda=True, intra_op_threads=1) == "spawn"
+
+
+def test_the_command_line_imports_torch_on_one_thread():
+    """cli.main sets OMP_NUM_THREADS=1 (when unset) before torch is imported, so the launcher
+    has no OpenMP team and its CPU ranks are forked from it (a user's own value is kept, and
+    start_method then spawns them: tests/integration/test_collectives_real.py, 2 ranks)."""
+    import subprocess
+    import sys
+
+    probe = ("from commbench.cli import main\ntry:\n    main(['--version'])\n"
+             "except SystemExit:\n    pass\nimport torch\nprint(torch.get_num_threads())\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.stdout.split()[-1] == "1", done.stderr[-2000:]
