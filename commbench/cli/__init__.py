@@ -23,6 +23,7 @@ from commbench.cli import (
     tools,
 )
 from commbench.core.errors import EXIT_OK, EXIT_USAGE, CommbenchError
+from commbench.launch.environment import one_intra_op_thread
 
 app = typer.Typer(
     name="commbench",
@@ -90,11 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: every failure becomes one line on stderr and an exit code."""
     # c10d's C++ warnings (socket poll time-outs) would bury the one-line diagnosis.
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    # Before torch is imported, as torchrun does: one intra-op thread per rank (ranks sharing
-    # a machine must not each spin a thread per core), and no OpenMP team in this process,
-    # from which CPU ranks are forked (launch.local.start_method).
-    if not os.environ.get("OMP_NUM_THREADS"):
-        os.environ["OMP_NUM_THREADS"] = "1"
+    one_intra_op_thread()  # before torch is imported
     command = click_command()
     try:
         code = command.main(

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from commbench.core.errors import UsageError
+from commbench.launch.environment import users_environment
 from commbench.launch.lifetime import die_with_parent
 
 RECORD_JSON = "record.json"
@@ -64,7 +65,7 @@ def run_record(command: list[str], out: str | None, force: bool, steps: int | No
     made = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
 
-    env = dict(os.environ)
+    env = users_environment(os.environ)  # the job's own OMP_NUM_THREADS, not commbench's
     env["PYTHONPATH"] = os.pathsep.join(
         [str(BOOT), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     env["COMMBENCH_RECORD_DIR"] = str(folder.resolve())

@@ -19,6 +19,23 @@ from dataclasses import dataclass
 from commbench.core.errors import UsageError
 
 DEFAULT_PORT = 29500
+_OURS: dict[str, str] = {}  # what one_intra_op_thread set in this process, not the user
+
+
+def one_intra_op_thread() -> None:
+    """OMP_NUM_THREADS=1 unless the user set it, before torch is imported (cli.main), as
+    torchrun does: ranks sharing a machine must not each spin a thread per core, and CPU
+    ranks are forked from a launcher that must hold no OpenMP team (launch.local.start_method).
+    Remembered here (not in the environment, which children inherit), so that a user's job
+    started by ``record`` keeps its own default."""
+    if not os.environ.get("OMP_NUM_THREADS"):
+        os.environ["OMP_NUM_THREADS"] = _OURS["OMP_NUM_THREADS"] = "1"
+
+
+def users_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for a command of the user's (``record -- COMMAND``): without what
+    one_intra_op_thread set for commbench's own ranks."""
+    return {name: value for name, value in env.items() if _OURS.get(name) != value}
 
 
 @dataclass(frozen=True)

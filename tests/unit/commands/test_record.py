@@ -41,3 +41,16 @@ def test_the_command_dies_with_a_killed_record(tmp_path):
     if alive:
         os.kill(child, signal.SIGKILL)
     assert not alive, "the recorded command outlived commbench record"
+
+
+def test_the_job_keeps_its_own_thread_count(tmp_path):
+    """commbench sets OMP_NUM_THREADS=1 for its own ranks (launch.environment); a recorded
+    job is the user's, and must start with what the user gave it, unset included."""
+    probe = "import os; print(os.environ.get('OMP_NUM_THREADS'))"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    for given, seen in ((None, "None"), ("3", "3")):
+        done = subprocess.run(
+            [sys.executable, "-m", "commbench", "record", "--out", str(tmp_path / str(given)),
+             "--", sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+            env={**env, **({"OMP_NUM_THREADS": given} if given else {})})
+        assert done.stdout.split()[:1] == [seen], done.stdout + done.stderr[-2000:]

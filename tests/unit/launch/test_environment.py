@@ -271,3 +271,19 @@ def test_scontrol_is_asked_first_when_installed(monkeypatch):
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: SimpleNamespace(
         returncode=0, stdout="weird-host-a\nweird-host-b\n"))
     assert launch_env.first_host("weird[a-b]") == "weird-host-a"
+
+
+def test_commbench_s_own_thread_count_stays_out_of_the_user_s_job(monkeypatch):
+    from commbench.launch import environment
+
+    monkeypatch.setattr(environment, "_OURS", {})
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    environment.one_intra_op_thread()
+    assert os.environ["OMP_NUM_THREADS"] == "1"
+    assert "OMP_NUM_THREADS" not in environment.users_environment(os.environ)
+
+    monkeypatch.setattr(environment, "_OURS", {})  # the user's own: kept for ranks and job
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    environment.one_intra_op_thread()
+    assert os.environ["OMP_NUM_THREADS"] == "4"
+    assert environment.users_environment(os.environ)["OMP_NUM_THREADS"] == "4"
