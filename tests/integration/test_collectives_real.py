@@ -81,8 +81,8 @@ def test_csv_run_json_summary_and_plots(sweep):
     assert meta["status"] == "complete" and meta["error"] is None
     assert meta["world_size"] == world and meta["launcher"] == "local"
     assert meta["versions"]["torch"] and meta["hosts"]
-    # Forked ranks kept the launcher's OpenMP team (a thread per core) until the ranks set
-    # OMP_NUM_THREADS themselves (launch.local.intra_op_threads); this machine has 2 cores.
+    # Forked ranks kept the launcher's OpenMP team (a thread per core) until cli.main set
+    # OMP_NUM_THREADS before torch is imported (launch.local.start_method); 2 cores here.
     threads = 2 if world == 2 else int(os.environ.get("OMP_NUM_THREADS") or 1)
     assert [rank["intra_op_threads"] for rank in meta["ranks"]] == [threads] * world
     assert meta["env"]["GLOO_SOCKET_IFNAME"] == "lo"
